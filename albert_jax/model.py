@@ -1,0 +1,392 @@
+"""ALBERT in Flax linen: factorized embeddings, a post-LN encoder with any cross-layer sharing
+layout, the tanh pooler, and the MLM / sentence-order pretraining heads.
+
+Parameter tree (one path convention for every module, optimizer mask, sharding rule and converter):
+
+    embeddings/{word_embeddings [V,E], position_embeddings [P,E], token_type_embeddings [T,E],
+                LayerNorm/{scale,bias} [E]}
+    encoder/projection/{kernel [E,H], bias [H]}                  (when E != H, or forced)
+    encoder/attention/{query,key,value,output}/{kernel,bias}, encoder/attention/LayerNorm/{scale,bias}
+    encoder/ffn/{intermediate,output}/{kernel,bias}, encoder/ffn/LayerNorm/{scale,bias}
+    pooler/{kernel,bias}
+    mlm/{transform/{kernel,bias}, LayerNorm/{scale,bias}, output_bias [V]}     (pretraining head)
+    sop/{kernel [H,2], bias [2]}                                                 (pretraining head)
+
+Every leaf under encoder/attention (encoder/ffn) has a leading axis of length `attention_groups`
+(`ffn_groups`) when that is > 1 and none when it is 1. The encoder is one `nn.scan` over the L layer
+applications with all parameters broadcast into the loop; layer i picks its group's slice with
+`(i * G) // L`. One mechanism thus covers shared, grouped, partially shared and unshared layouts, and
+a shared block's gradient is accumulated across its applications inside the scan.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import flax.linen as nn
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from albert_jax.config import AlbertConfig
+
+ACTIVATIONS = {
+    "gelu_new": functools.partial(jax.nn.gelu, approximate=True),
+    "gelu": functools.partial(jax.nn.gelu, approximate=False),
+    "relu": jax.nn.relu,
+}
+MASK_VALUE = -10000.0  # additive attention bias at padded keys, as the original ALBERT
+REMAT_POLICIES = {
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "save_dots": jax.checkpoint_policies.checkpoint_dots,
+}
+
+
+def truncated_normal(stddev: float):
+    """TF's truncated_normal_initializer: N(0, stddev) cut at two standard deviations."""
+
+    def init(key, shape, dtype=jnp.float32):
+        return (
+            jax.random.truncated_normal(key, -2.0, 2.0, shape, jnp.float32).astype(dtype) * stddev
+        )
+
+    return init
+
+
+def grouped_param(module: nn.Module, name: str, init, shape, axes, groups: int = 1, group=None):
+    """A parameter carrying logical axis names; with groups > 1 it is stacked on a leading 'layers'
+    axis of that length and the slice `group` is returned."""
+    dtype = jnp.dtype(module.config.param_dtype)
+    if groups == 1:
+        return module.param(name, nn.with_logical_partitioning(init, axes), tuple(shape), dtype)
+    stacked = module.param(
+        name, nn.with_logical_partitioning(init, ("layers", *axes)), (groups, *shape), dtype
+    )
+    return stacked[group]
+
+
+def dropout(x, rate: float, key, deterministic: bool):
+    if deterministic or rate == 0.0:
+        return x
+    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), 0).astype(x.dtype)
+
+
+class Dense(nn.Module):
+    """x @ kernel + bias in the compute dtype, accumulating in float32."""
+
+    config: AlbertConfig
+    features: int
+    axes: tuple[str | None, str | None]
+    groups: int = 1
+
+    @nn.compact
+    def __call__(self, x, group=None):
+        c = self.config
+        kernel = grouped_param(
+            self,
+            "kernel",
+            truncated_normal(c.initializer_range),
+            (x.shape[-1], self.features),
+            self.axes,
+            self.groups,
+            group,
+        )
+        bias = grouped_param(
+            self, "bias", nn.initializers.zeros, (self.features,), self.axes[1:], self.groups, group
+        )
+        dtype = jnp.dtype(c.dtype)
+        y = jnp.dot(x.astype(dtype), kernel.astype(dtype), preferred_element_type=jnp.float32)
+        return (y + bias).astype(dtype)
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm over the last axis, computed in float32."""
+
+    config: AlbertConfig
+    axis_name: str = "hidden"
+    groups: int = 1
+
+    @nn.compact
+    def __call__(self, x, group=None):
+        c, d = self.config, x.shape[-1]
+        axes = (self.axis_name,)
+        scale = grouped_param(self, "scale", nn.initializers.ones, (d,), axes, self.groups, group)
+        bias = grouped_param(self, "bias", nn.initializers.zeros, (d,), axes, self.groups, group)
+        x = x.astype(jnp.float32)
+        mean = jnp.mean(x, axis=-1, keepdims=True)
+        var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+        y = (x - mean) * jax.lax.rsqrt(var + c.layer_norm_eps) * scale + bias
+        return y.astype(jnp.dtype(c.dtype))
+
+
+class Embeddings(nn.Module):
+    """word + position + token-type tables of width E, then LayerNorm(E) and dropout."""
+
+    config: AlbertConfig
+
+    def setup(self):
+        c = self.config
+        init = truncated_normal(c.initializer_range)
+        E = c.embedding_size
+        self.word_embeddings = grouped_param(
+            self, "word_embeddings", init, (c.vocab_size, E), ("vocab", "embed")
+        )
+        self.position_embeddings = grouped_param(
+            self, "position_embeddings", init, (c.max_position_embeddings, E), (None, "embed")
+        )
+        self.token_type_embeddings = grouped_param(
+            self, "token_type_embeddings", init, (c.type_vocab_size, E), (None, "embed")
+        )
+        self.LayerNorm = LayerNorm(c, axis_name="embed")
+
+    def __call__(self, input_ids, token_type_ids, rng, deterministic: bool):
+        c = self.config
+        seq_len = input_ids.shape[1]
+        if seq_len > c.max_position_embeddings:
+            raise ValueError(
+                f"input length {seq_len} exceeds max_position_embeddings {c.max_position_embeddings}"
+            )
+        x = (
+            jnp.take(self.word_embeddings, input_ids, axis=0)
+            + jnp.take(self.token_type_embeddings, token_type_ids, axis=0)
+            + self.position_embeddings[None, :seq_len]
+        )
+        return dropout(self.LayerNorm(x), c.hidden_dropout, rng, deterministic)
+
+    def attend(self, x):
+        """Logits against the word table (the MLM decoder is tied to it), in float32."""
+        dtype = jnp.dtype(self.config.dtype)
+        table = self.word_embeddings.astype(dtype)
+        return jnp.einsum(
+            "...e,ve->...v", x.astype(dtype), table, preferred_element_type=jnp.float32
+        )
+
+
+class AttentionBlock(nn.Module):
+    """Self-attention, output dense, dropout, residual and post-attention LayerNorm."""
+
+    config: AlbertConfig
+    groups: int = 1
+
+    def setup(self):
+        c, g = self.config, self.groups
+        H = c.hidden_size
+        self.query = Dense(c, H, ("hidden", "heads"), g)
+        self.key = Dense(c, H, ("hidden", "heads"), g)
+        self.value = Dense(c, H, ("hidden", "heads"), g)
+        self.output = Dense(c, H, ("heads", "hidden"), g)
+        self.LayerNorm = LayerNorm(c, groups=g)
+
+    def __call__(self, x, bias, group, rng, deterministic: bool):
+        c = self.config
+        B, T, _ = x.shape
+        split = lambda y: y.reshape(B, T, c.num_heads, c.head_dim)  # heads are contiguous D-slices
+        q, k, v = (
+            split(self.query(x, group)),
+            split(self.key(x, group)),
+            split(self.value(x, group)),
+        )
+        if deterministic or c.attention_dropout == 0.0:
+            ctx = jax.nn.dot_product_attention(q, k, v, bias=bias.astype(q.dtype))
+        else:
+            ctx = explicit_attention(q, k, v, bias, c.attention_dropout, jax.random.fold_in(rng, 0))
+        a = self.output(ctx.reshape(B, T, c.hidden_size), group)
+        a = dropout(a, c.hidden_dropout, _fold(rng, 1), deterministic)
+        return self.LayerNorm(a + x, group)
+
+
+def explicit_attention(q, k, v, bias, rate: float, key):
+    """Softmax attention with dropout on the probabilities (what the fused kernel cannot do)."""
+    logits = jnp.einsum("btnd,bsnd->bnts", q, k, preferred_element_type=jnp.float32)
+    logits = logits * (q.shape[-1] ** -0.5) + bias
+    probs = dropout(jax.nn.softmax(logits, axis=-1), rate, key, False).astype(v.dtype)
+    return jnp.einsum("bnts,bsnd->btnd", probs, v)
+
+
+class FFNBlock(nn.Module):
+    """Dense H->I, activation, dense I->H, dropout, residual and the layer's final LayerNorm."""
+
+    config: AlbertConfig
+    groups: int = 1
+
+    def setup(self):
+        c, g = self.config, self.groups
+        self.intermediate = Dense(c, c.intermediate_size, ("hidden", "mlp"), g)
+        self.output = Dense(c, c.hidden_size, ("mlp", "hidden"), g)
+        self.LayerNorm = LayerNorm(c, groups=g)
+
+    def __call__(self, x, group, rng, deterministic: bool):
+        c = self.config
+        h = ACTIVATIONS[c.hidden_act](self.intermediate(x, group))
+        f = dropout(self.output(h, group), c.hidden_dropout, _fold(rng, 2), deterministic)
+        return self.LayerNorm(f + x, group)
+
+
+def _fold(rng, n):
+    return None if rng is None else jax.random.fold_in(rng, n)
+
+
+class Encoder(nn.Module):
+    """E->H projection, then L applications of (attention block, FFN block)."""
+
+    config: AlbertConfig
+
+    def setup(self):
+        c = self.config
+        if c.has_projection:
+            self.projection = Dense(c, c.hidden_size, ("embed", "hidden"))
+        self.attention = AttentionBlock(c, c.attention_groups)
+        self.ffn = FFNBlock(c, c.ffn_groups)
+
+    def layer(self, x, i, bias, rng, deterministic: bool):
+        """Layer application i (a Python int or a traced scalar)."""
+        c = self.config
+        rng = _fold(rng, i)  # dropout keys depend on the layer index only: scan == unrolled
+        x = nn.with_logical_constraint(x, ("batch", "length", "act_hidden"))
+        x = self.attention(x, bias, (i * c.attention_groups) // c.num_layers, rng, deterministic)
+        return self.ffn(x, (i * c.ffn_groups) // c.num_layers, _fold(rng, 3), deterministic)
+
+    def __call__(self, x, attention_mask, rng, deterministic: bool, output_hidden_states: bool):
+        c = self.config
+        if c.has_projection:
+            x = self.projection(x)
+        bias = (1.0 - attention_mask[:, None, None, :].astype(jnp.float32)) * MASK_VALUE
+
+        def body(module, carry, i, bias, rng):
+            y = module.layer(carry, i, bias, rng, deterministic)
+            return y, (y if output_hidden_states else None)
+
+        if c.remat != "none":
+            body = nn.remat(body, policy=REMAT_POLICIES[c.remat], prevent_cse=not c.scan_layers)
+        if c.scan_layers:
+            scan = nn.scan(
+                body,
+                variable_broadcast="params",
+                split_rngs={"params": False},
+                in_axes=(0, nn.broadcast, nn.broadcast),
+                length=c.num_layers,
+            )
+            y, states = scan(self, x, jnp.arange(c.num_layers), bias, rng)
+            states = tuple(states[i] for i in range(c.num_layers)) if output_hidden_states else ()
+        else:
+            y, states = x, []
+            for i in range(c.num_layers):
+                y, s = body(self, y, i, bias, rng)
+                states.append(s)
+            states = tuple(states) if output_hidden_states else ()
+        return y, ((x, *states) if output_hidden_states else None)
+
+
+@flax.struct.dataclass
+class AlbertOutput:
+    sequence_output: jax.Array
+    pooled_output: jax.Array
+    mlm_logits: jax.Array | None = None
+    sop_logits: jax.Array | None = None
+    # L + 1 entries: the (projected) embedding output, then the output of every layer application.
+    hidden_states: tuple[jax.Array, ...] | None = None
+
+
+class AlbertModel(nn.Module):
+    """The ALBERT backbone: embeddings, encoder, pooler. Heads subclass it, so every model keeps the
+    same top-level parameter paths and a pretrained backbone drops into any head unchanged."""
+
+    config: AlbertConfig
+
+    def setup(self):
+        c = self.config
+        self.embeddings = Embeddings(c)
+        self.encoder = Encoder(c)
+        self.pooler = Dense(c, c.hidden_size, ("hidden", None))
+
+    def backbone(
+        self, input_ids, token_type_ids, attention_mask, deterministic, output_hidden_states
+    ) -> AlbertOutput:
+        c = self.config
+        if token_type_ids is None:
+            token_type_ids = jnp.zeros_like(input_ids)
+        if attention_mask is None:
+            attention_mask = jnp.ones_like(input_ids)
+        use_dropout = not deterministic and (c.hidden_dropout > 0 or c.attention_dropout > 0)
+        rng = self.make_rng("dropout") if use_dropout else None
+        x = self.embeddings(input_ids, token_type_ids, _fold(rng, 0), deterministic)
+        seq, states = self.encoder(
+            x, attention_mask, _fold(rng, 1), deterministic, output_hidden_states
+        )
+        pooled = jnp.tanh(self.pooler(seq[:, 0]).astype(jnp.float32)).astype(seq.dtype)
+        return AlbertOutput(sequence_output=seq, pooled_output=pooled, hidden_states=states)
+
+    def __call__(
+        self,
+        input_ids,
+        token_type_ids=None,
+        attention_mask=None,
+        deterministic: bool = True,
+        output_hidden_states: bool = False,
+    ) -> AlbertOutput:
+        return self.backbone(
+            input_ids, token_type_ids, attention_mask, deterministic, output_hidden_states
+        )
+
+
+class MLMHead(nn.Module):
+    """dense H->E with the model's activation, LayerNorm(E); the decoder is the tied word table."""
+
+    config: AlbertConfig
+
+    @nn.compact
+    def __call__(self, x, decode):
+        c = self.config
+        x = ACTIVATIONS[c.hidden_act](
+            Dense(c, c.embedding_size, ("hidden", "embed"), name="transform")(x)
+        )
+        x = LayerNorm(c, axis_name="embed", name="LayerNorm")(x)
+        bias = grouped_param(
+            self, "output_bias", nn.initializers.zeros, (c.vocab_size,), ("vocab",)
+        )
+        return decode(x) + bias
+
+
+class AlbertForPreTraining(AlbertModel):
+    """Backbone + MLM head (at the given masked positions, or everywhere) + SOP/NSP head."""
+
+    def setup(self):
+        super().setup()
+        self.mlm = MLMHead(self.config)
+        self.sop = Dense(self.config, 2, ("hidden", None))
+
+    def __call__(
+        self,
+        input_ids,
+        token_type_ids=None,
+        attention_mask=None,
+        masked_positions=None,
+        deterministic: bool = True,
+        output_hidden_states: bool = False,
+    ) -> AlbertOutput:
+        out = self.backbone(
+            input_ids, token_type_ids, attention_mask, deterministic, output_hidden_states
+        )
+        x = out.sequence_output
+        if masked_positions is not None:  # [B, P] -> gather [B, P, H]
+            x = jnp.take_along_axis(x, masked_positions[..., None].astype(jnp.int32), axis=1)
+        mlm_logits = self.mlm(x, self.embeddings.attend)
+        sop_logits = self.sop(out.pooled_output).astype(jnp.float32)
+        return out.replace(mlm_logits=mlm_logits, sop_logits=sop_logits)
+
+
+def init_params(model: nn.Module, rng, batch: int = 1, seq_len: int = 8) -> dict[str, Any]:
+    """Initialize a model's parameters (logical-axis boxes removed) from dummy inputs."""
+    ids = jnp.zeros((batch, seq_len), jnp.int32)
+    variables = model.init(rng, ids)
+    return nn.meta.unbox(variables["params"])
+
+
+def count_params(config: AlbertConfig) -> int:
+    """Backbone parameters (embeddings, projection, encoder, pooler) from the initialized shapes."""
+    shapes = jax.eval_shape(
+        lambda: init_params(AlbertModel(config), jax.random.PRNGKey(0), seq_len=1)
+    )
+    return sum(leaf.size for leaf in jax.tree_util.tree_leaves(shapes))

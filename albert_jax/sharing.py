@@ -1,0 +1,71 @@
+"""Cross-layer sharing as pure functions on parameter trees.
+
+Under `encoder/attention` and `encoder/ffn` every leaf has a leading group axis when the sub-block
+has G > 1 groups (layer i uses group `(i * G) // L`) and none when G = 1. Changing the layout is
+therefore indexing along that axis: `unshare` turns ALBERT into BERT whose layers all start from
+the shared weights ("ALBERT used as BERT"), and the model computes exactly what it did before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+from albert_jax.config import AlbertConfig
+
+SUB_BLOCKS = {"attention": "attention_groups", "ffn": "ffn_groups"}
+
+
+def layer_groups(groups: int, num_layers: int) -> np.ndarray:
+    """Group index of every layer application: `(i * G) // L`."""
+    return (np.arange(num_layers) * groups) // num_layers
+
+
+def source_groups(src: int, dst: int, num_layers: int) -> np.ndarray:
+    """For each target group, the one source group holding all of its layers (or a ValueError)."""
+    src_of_layer, dst_of_layer = layer_groups(src, num_layers), layer_groups(dst, num_layers)
+    result = np.zeros(dst, np.int32)
+    for g in range(dst):
+        sources = np.unique(src_of_layer[dst_of_layer == g])
+        if len(sources) != 1:
+            raise ValueError(
+                f"cannot regroup {src} -> {dst} groups over {num_layers} layers: target group {g} "
+                f"spans source groups {sources.tolist()} (it must lie inside one of them)"
+            )
+        result[g] = sources[0]
+    return result
+
+
+def regroup(
+    params: dict[str, Any],
+    config: AlbertConfig,
+    attention_groups: int | None = None,
+    ffn_groups: int | None = None,
+) -> tuple[dict[str, Any], AlbertConfig]:
+    """Re-lay the encoder's parameters for new group counts; each target group copies the source
+    group that contains all of its layers. Returns (params, config) for the new layout."""
+    targets = {"attention": attention_groups, "ffn": ffn_groups}
+    new_config = config.replace(
+        **{SUB_BLOCKS[k]: v for k, v in targets.items() if v is not None}
+    )  # validates the new counts
+    encoder = dict(params["encoder"])
+    for block, field in SUB_BLOCKS.items():
+        src, dst = getattr(config, field), getattr(new_config, field)
+        if src == dst:
+            continue
+        index = source_groups(src, dst, config.num_layers)
+
+        def relayout(leaf, src=src, dst=dst, index=index):
+            stack = leaf if src > 1 else leaf[None]
+            out = stack[index]
+            return out if dst > 1 else out[0]
+
+        encoder[block] = jax.tree_util.tree_map(relayout, encoder[block])
+    return {**params, "encoder": encoder}, new_config
+
+
+def unshare(params: dict[str, Any], config: AlbertConfig) -> tuple[dict[str, Any], AlbertConfig]:
+    """The not-shared layout: every layer gets its own copy of the weights it used."""
+    return regroup(params, config, attention_groups=config.num_layers, ffn_groups=config.num_layers)

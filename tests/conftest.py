@@ -1,0 +1,9 @@
+"""Test-wide setup: 8 fake CPU devices for the sharding tests (must precede the first jax import)."""
+
+import os
+
+# The tests are dominated by XLA compile time of tiny models; LLVM optimization level 0 halves it.
+os.environ.setdefault(
+    "XLA_FLAGS", "--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0"
+)
+os.environ.setdefault("JAX_PLATFORMS", "cpu")

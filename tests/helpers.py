@@ -1,0 +1,58 @@
+"""Small configs and inputs shared by the model tests."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from albert_jax import AlbertConfig
+
+
+def tiny_config(layout="all", **kw) -> AlbertConfig:
+    base = dict(
+        vocab_size=97,
+        embedding_size=16,
+        hidden_size=32,
+        num_layers=6,
+        num_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=24,
+    )
+    base.update(kw)
+    return AlbertConfig(**base).with_layout(layout)
+
+
+def tiny_batch(batch=2, seq=12, vocab=97, preds=3, seed=0):
+    """Random ids with padding at the end of the second row, two segments, masked positions."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, vocab, (batch, seq)).astype(np.int32)
+    mask = np.ones((batch, seq), np.int32)
+    mask[1, seq - 4 :] = 0
+    ids[1, seq - 4 :] = 0
+    types = np.zeros((batch, seq), np.int32)
+    types[:, seq // 2 :] = 1
+    positions = np.sort(rng.choice(np.arange(1, seq - 4), (batch, preds)), axis=1).astype(np.int32)
+    return {
+        "input_ids": jnp.asarray(ids),
+        "token_type_ids": jnp.asarray(types),
+        "attention_mask": jnp.asarray(mask),
+        "masked_positions": jnp.asarray(positions),
+    }
+
+
+def random_params(model, seed=0, scale_ln=True):
+    """Initialized params with LayerNorm and biases randomized too, so every term is exercised."""
+    from albert_jax.model import init_params
+
+    params = init_params(model, jax.random.PRNGKey(seed))
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(params)
+    key = jax.random.PRNGKey(seed + 1)
+    out = []
+    for i, (path, leaf) in enumerate(leaves):
+        name = jax.tree_util.keystr(path)
+        noise = 0.1 * jax.random.normal(jax.random.fold_in(key, i), leaf.shape)
+        if "scale" in name:
+            leaf = 1.0 + noise
+        elif "bias" in name:
+            leaf = noise
+        out.append(leaf)
+    return jax.tree_util.tree_unflatten(treedef, out)

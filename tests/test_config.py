@@ -1,0 +1,58 @@
+import pytest
+
+from albert_jax import AlbertConfig, presets
+from albert_jax.config import layout_groups
+
+
+@pytest.mark.parametrize(
+    "layout,expected",
+    [("all", (1, 1)), ("attention", (1, 12)), ("ffn", (12, 1)), ("none", (12, 12)),
+     ("groups:3", (3, 3))],
+)
+def test_named_layouts(layout, expected):
+    cfg = AlbertConfig().with_layout(layout)
+    assert (cfg.attention_groups, cfg.ffn_groups) == expected
+    assert cfg.layout == layout
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"hidden_size": 100, "num_heads": 12}, "not divisible by num_heads"),
+        ({"attention_groups": 0}, "attention_groups must be an int in 1..num_layers=12"),
+        ({"ffn_groups": 13}, "ffn_groups must be an int in 1..num_layers=12"),
+        ({"hidden_act": "swish"}, "unknown hidden_act 'swish'"),
+        ({"remat": "some"}, "remat must be one of"),
+        ({"dtype": "int8"}, "dtype must be one of"),
+        ({"hidden_dropout": 1.0}, "hidden_dropout must be in"),
+        ({"vocab_size": 0}, "vocab_size must be a positive int"),
+    ],
+)
+def test_invalid_values_raise_clear_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        AlbertConfig(**kwargs)
+
+
+def test_unknown_layout_and_frozen():
+    with pytest.raises(ValueError, match="unknown sharing layout 'half'"):
+        layout_groups("half", 12)
+    with pytest.raises(ValueError, match="groups:G"):
+        layout_groups("groups:x", 12)
+    cfg = AlbertConfig()
+    with pytest.raises(AttributeError):
+        cfg.hidden_size = 3
+
+
+def test_json_round_trip_and_unknown_keys():
+    cfg = presets.get("albert-large", layout="attention", dtype="bfloat16")
+    assert AlbertConfig.from_json(cfg.to_json()) == cfg
+    with pytest.raises(ValueError, match="unknown keys \\['num_hidden_groups'\\]"):
+        AlbertConfig.from_dict({**cfg.to_dict(), "num_hidden_groups": 1})
+
+
+def test_projection_presence():
+    assert AlbertConfig(embedding_size=128, hidden_size=768).has_projection
+    assert not AlbertConfig(embedding_size=768, hidden_size=768).has_projection
+    assert AlbertConfig(
+        embedding_size=768, hidden_size=768, embedding_projection_always=True
+    ).has_projection

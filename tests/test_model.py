@@ -1,0 +1,207 @@
+"""The Flax model against an independent NumPy forward pass, and scan vs unrolled layers."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import random_params, tiny_batch, tiny_config
+from numpy_reference import forward, gelu_tanh
+
+from albert_jax import AlbertForPreTraining, AlbertModel
+from albert_jax.losses import mlm_loss, sop_loss
+from albert_jax.model import ACTIVATIONS
+
+LAYOUTS = ["all", "attention", "ffn", "none", "groups:2", "groups:3", "groups:4"]
+
+
+def apply(config, params, batch, rngs=None, **kw):
+    """Jitted apply (eager dispatch of every op is far slower than compiling these tiny models)."""
+    model = AlbertForPreTraining(config)
+    fn = jax.jit(lambda p, b, r: model.apply({"params": p}, **b, rngs=r, **kw))
+    return fn(params, batch, rngs)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_matches_numpy_reference(layout):
+    cfg = tiny_config(layout)
+    params = random_params(AlbertForPreTraining(cfg))
+    batch = tiny_batch()
+    out = apply(cfg, params, batch, output_hidden_states=True)
+    p64 = jax.tree_util.tree_map(lambda x: np.asarray(x, np.float64), params)
+    np_batch = {k: np.asarray(v) for k, v in batch.items()}
+    seq, pooled, mlm, sop, states = forward(
+        p64,
+        cfg,
+        np_batch["input_ids"],
+        np_batch["token_type_ids"],
+        np_batch["attention_mask"].astype(np.float64),
+        np_batch["masked_positions"],
+    )
+    np.testing.assert_allclose(out.sequence_output, seq, atol=2e-5)
+    np.testing.assert_allclose(out.pooled_output, pooled, atol=2e-5)
+    np.testing.assert_allclose(out.mlm_logits, mlm, atol=5e-5)
+    np.testing.assert_allclose(out.sop_logits, sop, atol=2e-5)
+    assert len(out.hidden_states) == cfg.num_layers + 1
+    for ours, ref in zip(out.hidden_states, states, strict=True):
+        np.testing.assert_allclose(ours, ref, atol=2e-5)
+
+
+def test_gelu_new_is_the_tanh_form_and_gelu_is_erf():
+    x = np.linspace(-4, 4, 101)
+    np.testing.assert_allclose(ACTIVATIONS["gelu_new"](x), gelu_tanh(x), atol=1e-6)
+    # The two forms differ by up to ~1e-3 around |x| ~ 2; the erf one must be the exact GELU.
+    from math import erf, sqrt
+
+    exact = np.array([0.5 * v * (1 + erf(v / sqrt(2))) for v in x])
+    np.testing.assert_allclose(ACTIVATIONS["gelu"](x), exact, atol=1e-6)
+    assert np.max(np.abs(exact - gelu_tanh(x))) > 1e-4
+
+
+def test_padding_is_an_additive_minus_10000_bias():
+    """A padded key contributes exp(-10000)-weighted (i.e. nothing); its content cannot leak."""
+    cfg = tiny_config()
+    params = random_params(AlbertModel(cfg))
+    batch = tiny_batch()
+    changed = dict(batch)
+    ids = np.asarray(batch["input_ids"]).copy()
+    ids[1, -4:] = 42  # change padded tokens only
+    changed["input_ids"] = jnp.asarray(ids)
+    model = AlbertModel(cfg)
+    run = jax.jit(lambda ids: model.apply({"params": params}, ids, batch["token_type_ids"],
+                                          batch["attention_mask"]))
+    a, b = run(batch["input_ids"]), run(changed["input_ids"])
+    np.testing.assert_allclose(a.sequence_output[:, :-4], b.sequence_output[:, :-4], atol=1e-6)
+    assert not np.allclose(a.sequence_output[1, -4:], b.sequence_output[1, -4:])
+
+
+def test_mlm_decoder_is_tied_to_word_embeddings():
+    cfg = tiny_config()
+    model = AlbertForPreTraining(cfg)
+    params = random_params(model)
+    batch = tiny_batch()
+    base = apply(cfg, params, batch).mlm_logits
+    bumped = jax.tree_util.tree_map(lambda x: x, params)
+    bumped["embeddings"]["word_embeddings"] = params["embeddings"]["word_embeddings"].at[7].add(1.0)
+    assert "decoder" not in params["mlm"]
+    changed = apply(cfg, bumped, batch).mlm_logits
+    # Row 7 moves logit 7 at every masked position, through the tie (input ids never contain 7 here
+    # except by chance, so compare the logit-7 column against its direct recomputation instead).
+    diff = np.asarray(changed - base)
+    assert np.all(np.abs(diff[..., 7]) > 1e-3)
+
+
+def test_mlm_all_positions_equals_gathered():
+    cfg = tiny_config("groups:2")
+    params = random_params(AlbertForPreTraining(cfg))
+    batch = tiny_batch()
+    gathered = apply(cfg, params, batch).mlm_logits
+    everywhere = dict(batch)
+    del everywhere["masked_positions"]
+    full = apply(cfg, params, everywhere).mlm_logits
+    assert full.shape == (2, 12, cfg.vocab_size)
+    expect = np.take_along_axis(np.asarray(full), np.asarray(batch["masked_positions"])[..., None], 1)
+    np.testing.assert_allclose(gathered, expect, atol=1e-6)
+
+
+def _loss(config, params, batch, deterministic=True, rng=None, with_outputs=False):
+    out = AlbertForPreTraining(config).apply(
+        {"params": params},
+        **batch,
+        deterministic=deterministic,
+        output_hidden_states=with_outputs,
+        rngs=None if rng is None else {"dropout": rng},
+    )
+    labels = batch["input_ids"][:, :3]
+    loss = mlm_loss(out.mlm_logits, labels, jnp.ones_like(labels)) + sop_loss(
+        out.sop_logits, jnp.array([0, 1])
+    )
+    return (loss, out) if with_outputs else loss
+
+
+def grad(config, **kw):
+    return jax.jit(jax.grad(functools.partial(_loss, config, **kw)))
+
+
+@pytest.mark.parametrize("layout", ["all", "attention", "ffn", "none", "groups:2", "groups:3"])
+def test_scan_and_unrolled_agree_on_outputs_and_gradients(layout):
+    """Same outputs and gradients to f32 rounding (atol 1e-6, rtol 1e-6: values reach ~3, where an
+    ulp is 2.4e-7 and XLA fuses the loop and the unrolled graph differently)."""
+    cfg = tiny_config(layout)
+    params = random_params(AlbertForPreTraining(cfg))
+    batch = tiny_batch()
+    results = []
+    for scan in (True, False):
+        c = cfg.replace(scan_layers=scan)
+        fn = jax.value_and_grad(functools.partial(_loss, c, with_outputs=True), has_aux=True)
+        results.append(jax.jit(fn)(params, batch))
+    ((_, o1), g1), ((_, o2), g2) = results
+    close = functools.partial(np.testing.assert_allclose, atol=1e-6, rtol=1e-6)
+    close(o1.sequence_output, o2.sequence_output)
+    close(o1.mlm_logits, o2.mlm_logits)
+    jax.tree_util.tree_map(close, o1.hidden_states, o2.hidden_states)
+    jax.tree_util.tree_map(close, g1, g2)
+    # Every group of every encoder leaf receives gradient (each group is used by some layer).
+    for block, groups in (("attention", cfg.attention_groups), ("ffn", cfg.ffn_groups)):
+        for leaf in jax.tree_util.tree_leaves(g1["encoder"][block]):
+            per_group = np.abs(np.asarray(leaf)).reshape(groups, -1).max(-1)
+            assert np.all(per_group > 0)
+
+
+def test_dropout_scan_unrolled_and_remat_agree():
+    """With dropout on, per-layer keys depend only on the layer index: scan == unrolled, and remat
+    policies change memory, not numbers."""
+    cfg = tiny_config("groups:3", hidden_dropout=0.2, attention_dropout=0.2)
+    params = random_params(AlbertForPreTraining(cfg))
+    batch, rng = tiny_batch(), jax.random.PRNGKey(3)
+    ref = grad(cfg, deterministic=False, rng=rng)(params, batch)
+    for changes in ({"scan_layers": False}, {"remat": "full"}, {"remat": "save_dots"}):
+        c = cfg.replace(**changes)
+        g = grad(c, deterministic=False, rng=rng)(params, batch)
+        jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), ref, g)
+    det = grad(cfg)(params, batch)
+    assert not np.allclose(det["pooler"]["kernel"], ref["pooler"]["kernel"])
+
+
+def test_dropout_differs_between_layers_and_keys():
+    cfg = tiny_config(hidden_dropout=0.3)
+    params = random_params(AlbertForPreTraining(cfg))
+    batch = tiny_batch()
+    run = lambda k: apply(cfg, params, batch, deterministic=False, rngs={"dropout": jax.random.PRNGKey(k)})
+    a, b = run(0), run(1)
+    assert not np.allclose(a.sequence_output, b.sequence_output)
+    np.testing.assert_array_equal(a.sequence_output, run(0).sequence_output)
+
+
+def test_bfloat16_compute_tracks_float32():
+    cfg = tiny_config("groups:2")
+    params = random_params(AlbertForPreTraining(cfg))
+    batch = tiny_batch()
+    f32 = apply(cfg, params, batch)
+    bf16 = apply(cfg.replace(dtype="bfloat16"), params, batch)
+    assert bf16.sequence_output.dtype == jnp.bfloat16
+    assert bf16.mlm_logits.dtype == jnp.float32  # logits for the loss stay float32
+    assert jax.tree_util.tree_leaves(params)[0].dtype == jnp.float32
+    np.testing.assert_allclose(bf16.sequence_output.astype(np.float32), f32.sequence_output, atol=0.1)
+    np.testing.assert_allclose(bf16.mlm_logits, f32.mlm_logits, atol=0.15)
+
+
+def test_explicit_attention_matches_fused_kernel():
+    from albert_jax.model import explicit_attention
+
+    k = jax.random.split(jax.random.PRNGKey(0), 3)
+    q, kk, v = (jax.random.normal(x, (2, 5, 3, 4)) for x in k)
+    mask = jnp.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], jnp.float32)
+    bias = (1 - mask[:, None, None, :]) * -10000.0
+    fused = jax.nn.dot_product_attention(q, kk, v, bias=bias)
+    explicit = explicit_attention(q, kk, v, bias, 0.0, None)
+    np.testing.assert_allclose(fused, explicit, atol=1e-6)
+
+
+def test_sequence_longer_than_positions_is_a_clear_error():
+    cfg = tiny_config()
+    params = random_params(AlbertModel(cfg))
+    ids = jnp.zeros((1, cfg.max_position_embeddings + 1), jnp.int32)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        AlbertModel(cfg).apply({"params": params}, ids)
