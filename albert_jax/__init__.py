@@ -1,22 +1,27 @@
-"""albert-jax: ALBERT in JAX/Flax with every cross-layer sharing layout and one-function unsharing."""
+"""albert-jax: ALBERT in JAX/Flax with every cross-layer sharing layout and one-function unsharing.
 
-from albert_jax import presets, sharing
-from albert_jax.config import AlbertConfig
-from albert_jax.model import (
-    AlbertForPreTraining,
-    AlbertModel,
-    AlbertOutput,
-    count_params,
-    init_params,
-)
+Public API: `AlbertConfig`, `AlbertModel`, `AlbertForPreTraining`, `AlbertOutput`, `presets`,
+`count_params`, `init_params`, `sharing`. Attributes load lazily so that light modules
+(`albert_jax.data`, `albert_jax.tokenization`) do not import JAX and Flax in input workers.
+"""
 
-__all__ = [
-    "AlbertConfig",
-    "AlbertForPreTraining",
-    "AlbertModel",
-    "AlbertOutput",
-    "count_params",
-    "init_params",
-    "presets",
-    "sharing",
-]
+import importlib
+
+_EXPORTS = {
+    "AlbertConfig": "albert_jax.config",
+    "AlbertModel": "albert_jax.model",
+    "AlbertForPreTraining": "albert_jax.model",
+    "AlbertOutput": "albert_jax.model",
+    "count_params": "albert_jax.model",
+    "init_params": "albert_jax.model",
+    "presets": "albert_jax.presets",
+    "sharing": "albert_jax.sharing",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'albert_jax' has no attribute {name!r}")
+    module = importlib.import_module(_EXPORTS[name])
+    return module if module.__name__.endswith(name) else getattr(module, name)

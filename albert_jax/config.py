@@ -155,8 +155,3 @@ class AlbertConfig:
     @classmethod
     def from_json(cls, text: str) -> AlbertConfig:
         return cls.from_dict(json.loads(text))
-
-
-def group_index(layer: int, groups: int, num_layers: int) -> int:
-    """The group layer `layer` uses (transformers' rule; GA's float formula differs for some L,G)."""
-    return (layer * groups) // num_layers

@@ -6,7 +6,7 @@ Parameter tree (one path convention for every module, optimizer mask, sharding r
     embeddings/{word_embeddings [V,E], position_embeddings [P,E], token_type_embeddings [T,E],
                 LayerNorm/{scale,bias} [E]}
     encoder/projection/{kernel [E,H], bias [H]}                  (when E != H, or forced)
-    encoder/attention/{query,key,value,output}/{kernel,bias}, encoder/attention/LayerNorm/{scale,bias}
+    encoder/attention/{query,key,value,output}/{kernel,bias}, encoder/attention/LayerNorm/*
     encoder/ffn/{intermediate,output}/{kernel,bias}, encoder/ffn/LayerNorm/{scale,bias}
     pooler/{kernel,bias}
     mlm/{transform/{kernel,bias}, LayerNorm/{scale,bias}, output_bias [V]}     (pretraining head)
@@ -15,8 +15,8 @@ Parameter tree (one path convention for every module, optimizer mask, sharding r
 Every leaf under encoder/attention (encoder/ffn) has a leading axis of length `attention_groups`
 (`ffn_groups`) when that is > 1 and none when it is 1. The encoder is one `nn.scan` over the L layer
 applications with all parameters broadcast into the loop; layer i picks its group's slice with
-`(i * G) // L`. One mechanism thus covers shared, grouped, partially shared and unshared layouts, and
-a shared block's gradient is accumulated across its applications inside the scan.
+`(i * G) // L`. One mechanism thus covers shared, grouped, partially shared and unshared layouts,
+and a shared block's gradient is accumulated across its applications inside the scan.
 """
 
 from __future__ import annotations
@@ -146,7 +146,8 @@ class Embeddings(nn.Module):
         seq_len = input_ids.shape[1]
         if seq_len > c.max_position_embeddings:
             raise ValueError(
-                f"input length {seq_len} exceeds max_position_embeddings {c.max_position_embeddings}"
+                f"input length {seq_len} exceeds "
+                f"max_position_embeddings {c.max_position_embeddings}"
             )
         x = (
             jnp.take(self.word_embeddings, input_ids, axis=0)

@@ -1,4 +1,4 @@
-"""Test-wide setup: 8 fake CPU devices for the sharding tests (must precede the first jax import)."""
+"""Test-wide setup: 8 fake CPU devices for the sharding tests (set before jax is imported)."""
 
 import os
 

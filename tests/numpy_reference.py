@@ -46,7 +46,11 @@ def forward(params, cfg, ids, types, mask, positions):
         a = pick(enc["attention"], cfg.attention_groups, i * cfg.attention_groups // cfg.num_layers)
         f = pick(enc["ffn"], cfg.ffn_groups, i * cfg.ffn_groups // cfg.num_layers)
         heads = lambda y: y.reshape(B, T, N, D).transpose(0, 2, 1, 3)
-        q, k, v = heads(dense(x, a["query"])), heads(dense(x, a["key"])), heads(dense(x, a["value"]))
+        q, k, v = (
+            heads(dense(x, a["query"])),
+            heads(dense(x, a["key"])),
+            heads(dense(x, a["value"])),
+        )
         probs = softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(D) + add_mask)
         ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(B, T, N * D)
         x = layer_norm(dense(ctx, a["output"]) + x, a["LayerNorm"], cfg.layer_norm_eps)

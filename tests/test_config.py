@@ -6,8 +6,13 @@ from albert_jax.config import layout_groups
 
 @pytest.mark.parametrize(
     "layout,expected",
-    [("all", (1, 1)), ("attention", (1, 12)), ("ffn", (12, 1)), ("none", (12, 12)),
-     ("groups:3", (3, 3))],
+    [
+        ("all", (1, 1)),
+        ("attention", (1, 12)),
+        ("ffn", (12, 1)),
+        ("none", (12, 12)),
+        ("groups:3", (3, 3)),
+    ],
 )
 def test_named_layouts(layout, expected):
     cfg = AlbertConfig().with_layout(layout)

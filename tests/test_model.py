@@ -69,8 +69,11 @@ def test_padding_is_an_additive_minus_10000_bias():
     ids[1, -4:] = 42  # change padded tokens only
     changed["input_ids"] = jnp.asarray(ids)
     model = AlbertModel(cfg)
-    run = jax.jit(lambda ids: model.apply({"params": params}, ids, batch["token_type_ids"],
-                                          batch["attention_mask"]))
+    run = jax.jit(
+        lambda ids: model.apply(
+            {"params": params}, ids, batch["token_type_ids"], batch["attention_mask"]
+        )
+    )
     a, b = run(batch["input_ids"]), run(changed["input_ids"])
     np.testing.assert_allclose(a.sequence_output[:, :-4], b.sequence_output[:, :-4], atol=1e-6)
     assert not np.allclose(a.sequence_output[1, -4:], b.sequence_output[1, -4:])
@@ -101,7 +104,9 @@ def test_mlm_all_positions_equals_gathered():
     del everywhere["masked_positions"]
     full = apply(cfg, params, everywhere).mlm_logits
     assert full.shape == (2, 12, cfg.vocab_size)
-    expect = np.take_along_axis(np.asarray(full), np.asarray(batch["masked_positions"])[..., None], 1)
+    expect = np.take_along_axis(
+        np.asarray(full), np.asarray(batch["masked_positions"])[..., None], 1
+    )
     np.testing.assert_allclose(gathered, expect, atol=1e-6)
 
 
@@ -168,7 +173,9 @@ def test_dropout_differs_between_layers_and_keys():
     cfg = tiny_config(hidden_dropout=0.3)
     params = random_params(AlbertForPreTraining(cfg))
     batch = tiny_batch()
-    run = lambda k: apply(cfg, params, batch, deterministic=False, rngs={"dropout": jax.random.PRNGKey(k)})
+    run = lambda k: apply(
+        cfg, params, batch, deterministic=False, rngs={"dropout": jax.random.PRNGKey(k)}
+    )
     a, b = run(0), run(1)
     assert not np.allclose(a.sequence_output, b.sequence_output)
     np.testing.assert_array_equal(a.sequence_output, run(0).sequence_output)
@@ -183,7 +190,9 @@ def test_bfloat16_compute_tracks_float32():
     assert bf16.sequence_output.dtype == jnp.bfloat16
     assert bf16.mlm_logits.dtype == jnp.float32  # logits for the loss stay float32
     assert jax.tree_util.tree_leaves(params)[0].dtype == jnp.float32
-    np.testing.assert_allclose(bf16.sequence_output.astype(np.float32), f32.sequence_output, atol=0.1)
+    np.testing.assert_allclose(
+        bf16.sequence_output.astype(np.float32), f32.sequence_output, atol=0.1
+    )
     np.testing.assert_allclose(bf16.mlm_logits, f32.mlm_logits, atol=0.15)
 
 

@@ -50,8 +50,9 @@ def test_sharded_forward_backward_equals_single_device(mesh_shape, layout):
     with jax.set_mesh(mesh), nn.logical_axis_rules(DEFAULT_RULES):
         loss, grads = step(params, sharded_batch)
 
-    host_params = jax.tree_util.tree_map(lambda x: jax.device_put(np.asarray(x), jax.devices()[0]),
-                                         params)
+    host_params = jax.tree_util.tree_map(
+        lambda x: jax.device_put(np.asarray(x), jax.devices()[0]), params
+    )
     ref_loss, ref_grads = jax.jit(jax.value_and_grad(lambda p, b: loss_fn(cfg, p, b)))(
         host_params, batch
     )

@@ -27,7 +27,7 @@ def test_within_three_percent_of_the_paper(name, overrides, paper):
     assert abs(n - paper) / paper < 0.03, f"{name} {overrides}: {n:.2f}M vs paper {paper}M"
 
 
-def expected_backbone(V, E, H, L, I, P=512, T=2, attention_groups=1, ffn_groups=1):
+def expected_backbone(V, E, H, L, I, P=512, T=2, attention_groups=1, ffn_groups=1):  # noqa: E741
     """Backbone parameters by hand: embeddings + projection + encoder + pooler."""
     embeddings = V * E + P * E + T * E + 2 * E
     projection = (E * H + H) if E != H else 0
@@ -41,8 +41,13 @@ def expected_backbone(V, E, H, L, I, P=512, T=2, attention_groups=1, ffn_groups=
 def test_exact_arithmetic(name):
     c = presets.get(name)
     expect = expected_backbone(
-        c.vocab_size, c.embedding_size, c.hidden_size, c.num_layers, c.intermediate_size,
-        attention_groups=c.attention_groups, ffn_groups=c.ffn_groups,
+        c.vocab_size,
+        c.embedding_size,
+        c.hidden_size,
+        c.num_layers,
+        c.intermediate_size,
+        attention_groups=c.attention_groups,
+        ffn_groups=c.ffn_groups,
     )
     assert count_params(c) == expect
 

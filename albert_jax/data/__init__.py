@@ -1,0 +1,1 @@
+"""ALBERT pretraining data: corpus building, SOP/NSP pairs, n-gram masking, grain pipeline."""

