@@ -1,7 +1,7 @@
 """albert-jax: ALBERT in JAX/Flax with every cross-layer sharing layout and one-function unsharing.
 
 Public API: `AlbertConfig`, `AlbertModel`, `AlbertForPreTraining`, `AlbertOutput`, `presets`,
-`count_params`, `init_params`, `sharing`. Attributes load lazily so that light modules
+`count_params`, `init_params`, `sharing`, `checkpoint`. Attributes load lazily so that light modules
 (`albert_jax.data`, `albert_jax.tokenization`) do not import JAX and Flax in input workers.
 """
 
@@ -9,6 +9,7 @@ import importlib
 
 _EXPORTS = {
     "AlbertConfig": "albert_jax.config",
+    "checkpoint": "albert_jax.checkpoint",
     "AlbertModel": "albert_jax.model",
     "AlbertForPreTraining": "albert_jax.model",
     "AlbertOutput": "albert_jax.model",

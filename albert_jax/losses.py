@@ -1,4 +1,9 @@
-"""Pretraining losses and metrics, as the original run_pretraining.py computes them."""
+"""Pretraining losses and metrics, as the original run_pretraining.py computes them.
+
+Each takes an optional `denominator`: by default the batch's own (sum of weights + 1e-5 for MLM,
+the number of sequences for SOP). The trainer passes the whole global batch's, so that the sums
+over gradient-accumulation micro-batches add up to exactly the full-batch values.
+"""
 
 from __future__ import annotations
 
@@ -6,40 +11,50 @@ import jax
 import jax.numpy as jnp
 
 
-def mlm_loss(logits, label_ids, weights):
+def _nll(logits, labels):
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    return -jnp.take_along_axis(logp, labels[..., None].astype(jnp.int32), axis=-1)[..., 0]
+
+
+def mlm_denominator(weights):
+    return jnp.sum(weights.astype(jnp.float32)) + 1e-5
+
+
+def mlm_loss(logits, label_ids, weights, denominator=None):
     """sum(w * nll) / (sum(w) + 1e-5) over the whole batch: a mean over real masked tokens."""
-    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-    nll = -jnp.take_along_axis(logp, label_ids[..., None].astype(jnp.int32), axis=-1)[..., 0]
     weights = weights.astype(jnp.float32)
-    return jnp.sum(weights * nll) / (jnp.sum(weights) + 1e-5)
+    denominator = mlm_denominator(weights) if denominator is None else denominator
+    return jnp.sum(weights * _nll(logits, label_ids)) / denominator
 
 
-def mlm_accuracy(logits, label_ids, weights):
+def mlm_accuracy(logits, label_ids, weights, denominator=None):
     weights = weights.astype(jnp.float32)
+    denominator = mlm_denominator(weights) if denominator is None else denominator
     correct = (jnp.argmax(logits, axis=-1) == label_ids).astype(jnp.float32)
-    return jnp.sum(weights * correct) / (jnp.sum(weights) + 1e-5)
+    return jnp.sum(weights * correct) / denominator
 
 
-def sop_loss(logits, labels):
+def sop_loss(logits, labels, denominator=None):
     """Mean softmax cross-entropy of the sentence-order (or next-sentence) labels."""
-    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-    return -jnp.mean(jnp.take_along_axis(logp, labels[:, None].astype(jnp.int32), axis=-1))
+    denominator = labels.shape[0] if denominator is None else denominator
+    return jnp.sum(_nll(logits, labels)) / denominator
 
 
-def sop_accuracy(logits, labels):
-    return jnp.mean((jnp.argmax(logits, axis=-1) == labels).astype(jnp.float32))
+def sop_accuracy(logits, labels, denominator=None):
+    denominator = labels.shape[0] if denominator is None else denominator
+    return jnp.sum((jnp.argmax(logits, axis=-1) == labels).astype(jnp.float32)) / denominator
 
 
-def pretraining_loss(output, batch):
-    """total = MLM + SOP (equal weights, as the reference), with the four metrics."""
-    mlm = mlm_loss(output.mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
-    sop = sop_loss(output.sop_logits, batch["sentence_order_label"])
+def pretraining_loss(output, batch, denominators=None):
+    """total = MLM + SOP (equal weights, as the reference), with the four metrics. `batch` holds
+    masked_lm_ids, masked_lm_weights and sentence_order_label; `denominators` {'mlm', 'sop'}."""
+    d = denominators or {}
+    ids, w = batch["masked_lm_ids"], batch["masked_lm_weights"]
+    labels = batch["sentence_order_label"]
     metrics = {
-        "mlm_loss": mlm,
-        "mlm_accuracy": mlm_accuracy(
-            output.mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"]
-        ),
-        "sop_loss": sop,
-        "sop_accuracy": sop_accuracy(output.sop_logits, batch["sentence_order_label"]),
+        "mlm_loss": mlm_loss(output.mlm_logits, ids, w, d.get("mlm")),
+        "mlm_accuracy": mlm_accuracy(output.mlm_logits, ids, w, d.get("mlm")),
+        "sop_loss": sop_loss(output.sop_logits, labels, d.get("sop")),
+        "sop_accuracy": sop_accuracy(output.sop_logits, labels, d.get("sop")),
     }
-    return mlm + sop, metrics
+    return metrics["mlm_loss"] + metrics["sop_loss"], metrics

@@ -91,6 +91,6 @@ def init_sharded(model: nn.Module, rng, mesh, rules=DEFAULT_RULES, seq_len: int 
     return params, shardings
 
 
-def batch_sharding(mesh, rank: int = 2) -> NamedSharding:
-    """Batch-major inputs split over ('data', 'fsdp')."""
-    return NamedSharding(mesh, PartitionSpec(("data", "fsdp"), *([None] * (rank - 1))))
+def batch_sharding(mesh) -> NamedSharding:
+    """Batch-major inputs (any rank) split over ('data', 'fsdp') along their first axis."""
+    return NamedSharding(mesh, PartitionSpec(("data", "fsdp")))

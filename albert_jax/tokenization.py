@@ -273,3 +273,84 @@ def train_sentencepiece(
     with open(os.path.join(out_dir, META_FILE), "w") as f:
         json.dump(dataclasses.asdict(meta), f, indent=2)
     return SentencePieceTokenizer.from_dir(out_dir)
+
+
+# ---- tokenizer assets: our checkpoints, transformers and Google release directories ----
+def load_tokenizer(path: str | os.PathLike, **kwargs):
+    """The tokenizer stored in a directory: ``spiece.model`` (SentencePiece) or ``vocab.txt``
+    (WordPiece, see ``albert_jax.wordpiece``), with its ``tokenizer.json`` settings."""
+    from albert_jax.wordpiece import VOCAB_FILE, WordPieceTokenizer
+
+    path = os.fspath(path)
+    if os.path.exists(os.path.join(path, MODEL_FILE)):
+        return SentencePieceTokenizer.from_dir(path, **kwargs)
+    if os.path.exists(os.path.join(path, VOCAB_FILE)):
+        return WordPieceTokenizer.from_dir(path, **kwargs)
+    raise TokenizerError(f"no {MODEL_FILE} or {VOCAB_FILE} in {path!r}")
+
+
+def save_tokenizer(tokenizer, out_dir: str | os.PathLike) -> None:
+    """Writes a tokenizer so that ``load_tokenizer(out_dir)`` gives the same one back."""
+    os.makedirs(out_dir, exist_ok=True)
+    if isinstance(tokenizer, SentencePieceTokenizer):
+        with open(os.path.join(out_dir, MODEL_FILE), "wb") as f:
+            f.write(tokenizer.to_bytes())
+        with open(os.path.join(out_dir, META_FILE), "w") as f:
+            json.dump({"type": "sentencepiece", **tokenizer.meta()}, f, indent=2)
+    else:
+        tokenizer.save(out_dir)
+
+
+def find_tokenizer(path: str | os.PathLike):
+    """The tokenizer shipped with a transformers or Google ALBERT directory, or None.
+
+    transformers: ``spiece.model`` or ``vocab.txt`` plus ``tokenizer_config.json``
+    (``do_lower_case``, ``keep_accents``). Google releases: ``30k-clean.model`` (English, lower-
+    cased) or ``vocab_chinese.txt`` / ``vocab.txt`` (Chinese, lower-cased). The SentencePiece
+    special ids are not enforced here: the caller reports them.
+    """
+    import glob
+
+    from albert_jax.wordpiece import WordPieceTokenizer
+
+    path = os.fspath(path)
+    settings = {}
+    cfg = os.path.join(path, "tokenizer_config.json")
+    if os.path.exists(cfg):
+        with open(cfg) as f:
+            settings = json.load(f)
+    lower = bool(settings.get("do_lower_case", True))
+    models = sorted(glob.glob(os.path.join(path, "*.model")))
+    vocabs = sorted(glob.glob(os.path.join(path, "vocab*.txt")))
+    if len(models) == 1:
+        with open(models[0], "rb") as f:
+            proto = f.read()
+        keep = bool(settings.get("keep_accents", False))
+        return SentencePieceTokenizer(proto, lower_case=lower, keep_accents=keep, check=False)
+    if len(vocabs) == 1 and not models:
+        return WordPieceTokenizer.from_file(vocabs[0], lower_case=lower)
+    if models or vocabs:
+        found = [os.path.basename(p) for p in models + vocabs]
+        raise TokenizerError(f"{path}: several tokenizer files {found}; cannot tell which")
+    return None
+
+
+def save_hf_tokenizer(tokenizer, out_dir: str | os.PathLike) -> None:
+    """Tokenizer files that transformers' AlbertTokenizer / BertTokenizer load."""
+    if isinstance(tokenizer, SentencePieceTokenizer):
+        with open(os.path.join(out_dir, MODEL_FILE), "wb") as f:
+            f.write(tokenizer.to_bytes())
+        config = {
+            "tokenizer_class": "AlbertTokenizer",
+            "do_lower_case": tokenizer.lower_case,
+            "keep_accents": tokenizer.keep_accents,
+            "remove_space": True,
+        }
+    else:
+        from albert_jax.wordpiece import VOCAB_FILE
+
+        with open(os.path.join(out_dir, VOCAB_FILE), "w", encoding="utf-8") as f:
+            f.write("".join(p + "\n" for p in tokenizer.pieces))
+        config = {"tokenizer_class": "BertTokenizer", "do_lower_case": tokenizer.lower_case}
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+        json.dump(config, f, indent=2)

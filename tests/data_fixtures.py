@@ -15,7 +15,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from configs.pretrain import cpu_small  # noqa: E402
+from configs.pretrain import common  # noqa: E402
 
 TEST_VOCAB = 4000
 _CACHE: dict = {}
@@ -25,7 +25,7 @@ __all__ = ["pd_config", "pd_data", "pd_tokenizer"]
 def peoples_daily_sentences(limit: int | None = None) -> list[str]:
     from albert_jax.data import corpus
 
-    docs = corpus.read_documents([cpu_small.peoples_daily_path()], "tagged")
+    docs = corpus.read_documents([common.peoples_daily_path()], "tagged")
     out = [s for doc in docs for s in doc]
     return out[:limit] if limit else out
 
@@ -37,7 +37,7 @@ def _build(tmp_path_factory):
     from albert_jax.tokenization import train_sentencepiece
 
     root = tmp_path_factory.mktemp("albert_data")
-    d = cpu_small.get_data_config()
+    d = common.get_data_config()
     d.data_dir = str(root)
     d.vocab_size = TEST_VOCAB
     d.worker_count = 0

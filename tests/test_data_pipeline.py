@@ -262,9 +262,9 @@ def _record(sentences, starts=None):
 
 
 def _synthetic_config():
-    from configs.pretrain import cpu_small
+    from configs.pretrain import common
 
-    d = cpu_small.get_data_config()
+    d = common.get_data_config()
     d.vocab_size = 500
     d.worker_count = 0
     d.max_seq_length = 32

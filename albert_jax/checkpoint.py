@@ -1,0 +1,216 @@
+"""Our checkpoint format: one directory with the parameters, the model config and the tokenizer.
+
+    PATH/
+      config.json       AlbertConfig.to_json() (AlbertConfig.from_json reads it back)
+      checkpoint.json   {"format": "albert_jax", "version": 1, "tokenizer": "sentencepiece" |
+                        "wordpiece" | null, "info": {...}} (info: where the weights came from)
+      params/           orbax StandardCheckpointer directory with the parameter tree
+      tokenizer/        optional: spiece.model or vocab.txt, plus tokenizer.json settings
+
+Saves are atomic: everything is written into a temporary directory next to PATH, which then
+takes PATH's place in one rename (an atomic exchange when PATH already exists), so a crash leaves
+either the previous checkpoint or the new one, never a mix. `load` checks every parameter's
+path and shape against the config before restoring any data.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from albert_jax.config import AlbertConfig
+
+FORMAT, VERSION = "albert_jax", 1
+CONFIG_FILE, META_FILE, PARAMS_DIR, TOKENIZER_DIR = (
+    "config.json",
+    "checkpoint.json",
+    "params",
+    "tokenizer",
+)
+OPTIONAL_HEADS = ("mlm", "sop")  # a backbone-only checkpoint may lack them
+
+
+class CheckpointError(ValueError):
+    """A directory that is not a complete, consistent albert_jax checkpoint."""
+
+
+# --- atomic directory writes ---
+def _exchange(a: str, b: str) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False if unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, a.encode(), at_fdcwd, b.encode(), rename_exchange) == 0:
+        return True
+    if ctypes.get_errno() in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(ctypes.get_errno(), f"renameat2({a!r}, {b!r}) failed")
+
+
+def write_atomically(path: str | os.PathLike, write: Callable[[str], Any]) -> Any:
+    """Calls `write(tmp_dir)` on a fresh directory next to `path`, then puts it at `path`.
+    On any error the temporary directory is removed and `path` is untouched."""
+    path = os.path.abspath(os.fspath(path))
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
+    try:
+        result = write(tmp)
+        if not os.path.exists(path):
+            os.rename(tmp, path)
+        elif os.path.isdir(path) and _exchange(tmp, path):
+            shutil.rmtree(tmp)  # now the old checkpoint
+        else:  # no atomic exchange: the old one is moved aside for the moment of the swap
+            old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.old-", dir=parent)
+            os.rename(path, os.path.join(old, "previous"))
+            os.rename(tmp, path)
+            shutil.rmtree(old)
+        return result
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+# --- save / load ---
+def save(
+    path: str | os.PathLike,
+    config: AlbertConfig,
+    params: dict[str, Any],
+    tokenizer=None,
+    info: dict[str, Any] | None = None,
+) -> None:
+    """Writes (config, params[, tokenizer]) as an albert_jax checkpoint at `path`, atomically."""
+    import jax
+
+    _check_tree(config, _shape_tree(params), f"params for {path}")
+    if tokenizer is not None and tokenizer.vocab_size != config.vocab_size:
+        raise CheckpointError(
+            f"tokenizer has {tokenizer.vocab_size} entries, config vocab_size is "
+            f"{config.vocab_size}"
+        )
+    host = jax.tree_util.tree_map(np.asarray, params)
+
+    def write(tmp: str) -> None:
+        import orbax.checkpoint as ocp
+
+        from albert_jax.tokenization import save_tokenizer
+
+        with ocp.StandardCheckpointer() as ckptr:
+            ckptr.save(os.path.join(tmp, PARAMS_DIR), host)
+            ckptr.wait_until_finished()
+        with open(os.path.join(tmp, CONFIG_FILE), "w") as f:
+            f.write(config.to_json() + "\n")
+        kind = None
+        if tokenizer is not None:
+            save_tokenizer(tokenizer, os.path.join(tmp, TOKENIZER_DIR))
+            kind = "wordpiece" if hasattr(tokenizer, "pieces") else "sentencepiece"
+        meta = {"format": FORMAT, "version": VERSION, "tokenizer": kind, "info": info or {}}
+        with open(os.path.join(tmp, META_FILE), "w") as f:
+            json.dump(meta, f, indent=2, sort_keys=True)
+
+    write_atomically(path, write)
+
+
+def is_checkpoint(path: str | os.PathLike) -> bool:
+    return os.path.isfile(os.path.join(path, META_FILE)) and os.path.isdir(
+        os.path.join(path, PARAMS_DIR)
+    )
+
+
+def read_meta(path: str | os.PathLike) -> dict[str, Any]:
+    try:
+        with open(os.path.join(path, META_FILE)) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: not an albert_jax checkpoint ({META_FILE}: {e})") from e
+    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        raise CheckpointError(f"{path}: unsupported checkpoint format {meta}")
+    return meta
+
+
+def load_config(path: str | os.PathLike) -> AlbertConfig:
+    try:
+        with open(os.path.join(path, CONFIG_FILE)) as f:
+            return AlbertConfig.from_json(f.read())
+    except (OSError, ValueError, TypeError) as e:
+        raise CheckpointError(f"{path}: bad {CONFIG_FILE}: {e}") from e
+
+
+def load(path: str | os.PathLike) -> tuple[AlbertConfig, dict[str, Any]]:
+    """(config, params) of an albert_jax checkpoint; params are host NumPy arrays."""
+    import jax
+    import orbax.checkpoint as ocp
+
+    path = os.path.abspath(os.fspath(path))
+    read_meta(path)
+    config = load_config(path)
+    params_dir = os.path.join(path, PARAMS_DIR)
+    try:
+        with ocp.StandardCheckpointer() as ckptr:
+            stored = ckptr.metadata(params_dir).item_metadata.tree
+            _check_tree(config, jax.tree_util.tree_map(lambda m: tuple(m.shape), stored), path)
+            device = jax.sharding.SingleDeviceSharding(jax.local_devices(backend="cpu")[0])
+            target = jax.tree_util.tree_map(
+                lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), stored
+            )
+            params = ckptr.restore(params_dir, target)
+    except CheckpointError:
+        raise
+    except Exception as e:  # orbax/tensorstore errors on missing or damaged files
+        raise CheckpointError(f"{path}: cannot restore parameters: {e}") from e
+    return config, jax.tree_util.tree_map(np.asarray, params)
+
+
+def load_tokenizer(path: str | os.PathLike):
+    """The checkpoint's tokenizer, or None if it was saved without one."""
+    from albert_jax.tokenization import load_tokenizer as load_dir
+
+    if read_meta(path).get("tokenizer") is None:
+        return None
+    return load_dir(os.path.join(path, TOKENIZER_DIR))
+
+
+# --- checks ---
+def _shape_tree(params: dict[str, Any]) -> dict[str, Any]:
+    import jax
+
+    return jax.tree_util.tree_map(lambda x: tuple(np.shape(x)), params)
+
+
+def _check_tree(config: AlbertConfig, shapes: dict[str, Any], where: str) -> None:
+    """Every parameter the config implies is present with its shape; nothing else is."""
+    from albert_jax.convert.common import expected_shapes, flatten
+
+    got = flatten(shapes) if isinstance(shapes, dict) else {}
+    want = expected_shapes(config)
+    heads_absent = {h for h in OPTIONAL_HEADS if not any(k.startswith(h + "/") for k in got)}
+    want = {k: v for k, v in want.items() if k.split("/")[0] not in heads_absent}
+    missing = sorted(set(want) - set(got))
+    unexpected = sorted(set(got) - set(want))
+    misshaped = sorted(
+        f"{k}: {got[k]}, expected {want[k]}" for k in set(want) & set(got) if got[k] != want[k]
+    )
+    problems = [
+        f"{label}: {items}"
+        for label, items in (
+            ("missing", missing),
+            ("unexpected", unexpected),
+            ("shape disagrees with config.json", misshaped),
+        )
+        if items
+    ]
+    if problems:
+        raise CheckpointError(
+            f"{where}: parameters do not match the config; " + "; ".join(problems)
+        )

@@ -1,0 +1,38 @@
+"""python -m albert_jax.convert SRC OUT [--unshare] [--to hf] [--config albert_config.json]
+
+SRC: an albert_jax checkpoint, a transformers ALBERT directory, or a Google TF1 checkpoint
+(directory or prefix). OUT: written atomically; nothing is written if any check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from albert_jax.checkpoint import CheckpointError
+from albert_jax.convert import ConversionError, convert
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m albert_jax.convert", description=__doc__.split("\n\n")[1]
+    )
+    parser.add_argument("src", help="source checkpoint (format detected)")
+    parser.add_argument("out", help="output directory")
+    parser.add_argument("--to", choices=("albert_jax", "hf"), default="albert_jax")
+    parser.add_argument("--unshare", action="store_true", help="write the not-shared layout")
+    parser.add_argument("--config", help="TF1 only: albert_config.json if not next to SRC")
+    args = parser.parse_args(argv)
+    try:
+        report = convert(
+            args.src, args.out, to=args.to, unshare=args.unshare, config_path=args.config
+        )
+    except (ConversionError, CheckpointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print("\n".join(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""What the HF and TF converters share: our parameter paths and shapes, the group re-layout of a
+source whose layers use groups by another formula, and the checks that name every bad tensor."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from albert_jax.config import AlbertConfig
+from albert_jax.convert.errors import ConversionError
+
+GROUPED = ("encoder/attention/", "encoder/ffn/")  # leaves carrying a group axis when G > 1
+
+
+def expected_shapes(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
+    """Flat 'a/b/c' path -> shape of every AlbertForPreTraining parameter under `config`."""
+    import jax
+
+    from albert_jax.model import AlbertForPreTraining, init_params
+
+    tree = jax.eval_shape(
+        lambda: init_params(AlbertForPreTraining(config), jax.random.PRNGKey(0), seq_len=1)
+    )
+    return {k: tuple(v.shape) for k, v in flatten(tree).items()}
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}/"))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def unflatten(flat: dict[str, Any]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for path, v in flat.items():
+        node = tree
+        *parents, leaf = path.split("/")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = v
+    return tree
+
+
+def groups_of(config: AlbertConfig, path: str) -> int:
+    if path.startswith("encoder/attention/"):
+        return config.attention_groups
+    if path.startswith("encoder/ffn/"):
+        return config.ffn_groups
+    return 0  # not grouped
+
+
+def layout_from_layer_groups(src_of_layer: list[int]) -> tuple[int, list[int], str | None]:
+    """Our group count for a source whose layer i uses source group `src_of_layer[i]`, and for
+    each of our groups the source group it copies. Keeps the source's sharing when `(i*G)//L`
+    reproduces it; otherwise every layer gets its own copy (exact, but no longer tied) and a
+    note says so."""
+    L = len(src_of_layer)
+    src = np.asarray(src_of_layer)
+    g = len(np.unique(src))
+    ours = (np.arange(L) * g) // L
+    same_src = src[:, None] == src[None, :]
+    if np.array_equal(same_src, ours[:, None] == ours[None, :]):
+        return g, [int(src[np.argmax(ours == k)]) for k in range(g)], None
+    note = (
+        f"the source's layer->group map {src.tolist()} is not (i*G)//L for any G: "
+        f"imported as the not-shared layout ({L} groups, one copy per layer)"
+    )
+    return L, [int(s) for s in src], note
+
+
+def stack_groups(per_group: list[np.ndarray]) -> np.ndarray:
+    return per_group[0] if len(per_group) == 1 else np.stack(per_group)
+
+
+def check_and_build(
+    config: AlbertConfig,
+    source_names: dict[str, list[str]],
+    available: dict[str, tuple[int, ...]],
+    load: Callable[[str], np.ndarray],
+    transforms: dict[str, Callable[[np.ndarray], np.ndarray]],
+    ignored: Callable[[str], bool],
+    where: str,
+) -> dict[str, Any]:
+    """Checks every source tensor our params need (present, right shape) and that nothing else is
+    left over, then loads them. `source_names[path]` lists the source tensors of a path (one per
+    group for grouped leaves, stacked in order); `transforms[path]` maps a source tensor to our
+    orientation. Raises one ConversionError listing all missing, mis-shaped and unexpected names
+    before reading any tensor data."""
+    shapes = expected_shapes(config)
+    missing, misshaped, used = [], [], set()
+    for path, names in source_names.items():
+        want = shapes[path][1:] if groups_of(config, path) > 1 else shapes[path]
+        for name in names:
+            used.add(name)
+            if name not in available:
+                missing.append(f"{name} (for {path})")
+                continue
+            probe = np.empty(available[name], np.uint8)  # shape-only: transforms are views
+            got = transforms.get(path, lambda x: x)(probe).shape
+            if tuple(got) != tuple(want):
+                src_want = _src_shape(want, path, transforms)
+                misshaped.append(f"{name}: shape {available[name]}, expected {src_want}")
+    unexpected = sorted(n for n in available if n not in used and not ignored(n))
+    problems = []
+    if missing:
+        problems.append("missing tensors:\n  " + "\n  ".join(missing))
+    if misshaped:
+        problems.append(
+            "tensors whose shape disagrees with the config (config and weights do not match?):\n  "
+            + "\n  ".join(misshaped)
+        )
+    if unexpected:
+        problems.append("unexpected tensors:\n  " + "\n  ".join(unexpected))
+    if problems:
+        raise ConversionError(f"{where}: cannot convert exactly.\n" + "\n".join(problems))
+    flat = {}
+    for path, names in source_names.items():
+        t = transforms.get(path, lambda x: x)
+        arrays = []
+        for name in names:
+            a = t(load(name))
+            if not np.all(np.isfinite(a)):
+                raise ConversionError(f"{where}: tensor {name} has non-finite values")
+            arrays.append(np.ascontiguousarray(a, dtype=np.float32))
+        flat[path] = arrays[0] if groups_of(config, path) <= 1 else np.stack(arrays)
+    return unflatten(flat)
+
+
+def _src_shape(want, path, transforms) -> tuple[int, ...]:
+    """The source-side shape that would map to `want` (our transforms are transposes)."""
+    t = transforms.get(path)
+    if t is None:
+        return tuple(want)
+    return tuple(t(np.empty(want, np.uint8)).shape)

@@ -1,0 +1,292 @@
+"""Hugging Face `transformers` ALBERT directories <-> our parameters.
+
+HF_NAMES is the one name table, keyed by our parameter paths; `{g}` is the HF layer group. HF
+Linear weights are [out, in] (transposed against our Dense kernels); the SOP weight is [2, H].
+transformers picks layer i's group with `int(i / (L / G))` (a float formula that differs from
+`(i*G)//L` for some (L, G)); the import re-lays such sources (`common.layout_from_layer_groups`)
+and the export falls back to one group per layer, so outputs never change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from albert_jax.config import AlbertConfig
+from albert_jax.convert.common import check_and_build, flatten, groups_of, layout_from_layer_groups
+from albert_jax.convert.errors import ConversionError
+
+_LAYER = "albert.encoder.albert_layer_groups.{g}.albert_layers.0."
+HF_NAMES = {  # our path -> (HF name, transposed)
+    "embeddings/word_embeddings": ("albert.embeddings.word_embeddings.weight", False),
+    "embeddings/position_embeddings": ("albert.embeddings.position_embeddings.weight", False),
+    "embeddings/token_type_embeddings": ("albert.embeddings.token_type_embeddings.weight", False),
+    "embeddings/LayerNorm/scale": ("albert.embeddings.LayerNorm.weight", False),
+    "embeddings/LayerNorm/bias": ("albert.embeddings.LayerNorm.bias", False),
+    "encoder/projection/kernel": ("albert.encoder.embedding_hidden_mapping_in.weight", True),
+    "encoder/projection/bias": ("albert.encoder.embedding_hidden_mapping_in.bias", False),
+    "encoder/attention/query/kernel": (_LAYER + "attention.query.weight", True),
+    "encoder/attention/query/bias": (_LAYER + "attention.query.bias", False),
+    "encoder/attention/key/kernel": (_LAYER + "attention.key.weight", True),
+    "encoder/attention/key/bias": (_LAYER + "attention.key.bias", False),
+    "encoder/attention/value/kernel": (_LAYER + "attention.value.weight", True),
+    "encoder/attention/value/bias": (_LAYER + "attention.value.bias", False),
+    "encoder/attention/output/kernel": (_LAYER + "attention.dense.weight", True),
+    "encoder/attention/output/bias": (_LAYER + "attention.dense.bias", False),
+    "encoder/attention/LayerNorm/scale": (_LAYER + "attention.LayerNorm.weight", False),
+    "encoder/attention/LayerNorm/bias": (_LAYER + "attention.LayerNorm.bias", False),
+    "encoder/ffn/intermediate/kernel": (_LAYER + "ffn.weight", True),
+    "encoder/ffn/intermediate/bias": (_LAYER + "ffn.bias", False),
+    "encoder/ffn/output/kernel": (_LAYER + "ffn_output.weight", True),
+    "encoder/ffn/output/bias": (_LAYER + "ffn_output.bias", False),
+    "encoder/ffn/LayerNorm/scale": (_LAYER + "full_layer_layer_norm.weight", False),
+    "encoder/ffn/LayerNorm/bias": (_LAYER + "full_layer_layer_norm.bias", False),
+    "pooler/kernel": ("albert.pooler.weight", True),
+    "pooler/bias": ("albert.pooler.bias", False),
+    "mlm/transform/kernel": ("predictions.dense.weight", True),
+    "mlm/transform/bias": ("predictions.dense.bias", False),
+    "mlm/LayerNorm/scale": ("predictions.LayerNorm.weight", False),
+    "mlm/LayerNorm/bias": ("predictions.LayerNorm.bias", False),
+    "mlm/output_bias": ("predictions.bias", False),
+    "sop/kernel": ("sop_classifier.classifier.weight", True),
+    "sop/bias": ("sop_classifier.classifier.bias", False),
+}
+# Tied copies and buffers that transformers may store; they carry no information of their own.
+_IGNORED_SUFFIXES = ("predictions.decoder.weight", "predictions.decoder.bias", ".position_ids")
+_ACTIVATIONS = ("gelu_new", "gelu", "relu")  # same meaning in transformers and in our model
+_HF_DEFAULTS = dict(  # transformers AlbertConfig defaults (= albert-xxlarge)
+    vocab_size=30000, embedding_size=128, hidden_size=4096, num_hidden_layers=12,
+    num_hidden_groups=1, num_attention_heads=64, intermediate_size=16384, inner_group_num=1,
+    hidden_act="gelu_new", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02,
+    layer_norm_eps=1e-12, position_embedding_type="absolute",
+)  # fmt: skip
+WEIGHTS = "model.safetensors"
+TORCH_WEIGHTS = "pytorch_model.bin"
+
+
+def hf_layer_groups(num_layers: int, num_groups: int) -> list[int]:
+    """transformers' group of each layer: `int(i / (L / G))`, float arithmetic included."""
+    return [int(i / (num_layers / num_groups)) for i in range(num_layers)]
+
+
+def is_hf_dir(path: str) -> bool:
+    cfg = os.path.join(path, "config.json")
+    if not os.path.isfile(cfg):
+        return False
+    try:
+        with open(cfg) as f:
+            return json.load(f).get("model_type") == "albert"
+    except (OSError, ValueError):
+        return False
+
+
+# --- config --------------------------------------------------------------------------------------
+def config_from_hf(d: dict[str, Any], where: str) -> tuple[AlbertConfig, int]:
+    """(our config with a placeholder layout, HF num_hidden_groups)."""
+    c = {**_HF_DEFAULTS, **d}
+    if c["inner_group_num"] != 1:
+        raise ConversionError(
+            f"{where}: inner_group_num={c['inner_group_num']} (several blocks per layer) is not "
+            "supported: this model applies one block per layer (inner_group_num=1)"
+        )
+    if c["position_embedding_type"] != "absolute":
+        raise ConversionError(
+            f"{where}: position_embedding_type={c['position_embedding_type']!r} is not supported"
+        )
+    if c["hidden_act"] not in _ACTIVATIONS:
+        raise ConversionError(
+            f"{where}: hidden_act={c['hidden_act']!r} is not supported (one of {_ACTIVATIONS})"
+        )
+    try:
+        config = AlbertConfig(
+            vocab_size=c["vocab_size"], embedding_size=c["embedding_size"],
+            hidden_size=c["hidden_size"], num_layers=c["num_hidden_layers"],
+            num_heads=c["num_attention_heads"], intermediate_size=c["intermediate_size"],
+            hidden_act=c["hidden_act"], hidden_dropout=float(c["hidden_dropout_prob"]),
+            attention_dropout=float(c["attention_probs_dropout_prob"]),
+            max_position_embeddings=c["max_position_embeddings"],
+            type_vocab_size=c["type_vocab_size"], layer_norm_eps=float(c["layer_norm_eps"]),
+            initializer_range=float(c["initializer_range"]),
+            embedding_projection_always=True,  # transformers always has the projection
+        )  # fmt: skip
+    except ValueError as e:
+        raise ConversionError(f"{where}: {e}") from e
+    groups = c["num_hidden_groups"]
+    if not (isinstance(groups, int) and groups >= 1):
+        raise ConversionError(f"{where}: num_hidden_groups must be a positive int, got {groups!r}")
+    return config, groups
+
+
+def config_to_hf(config: AlbertConfig, num_groups: int) -> dict[str, Any]:
+    return {
+        "architectures": ["AlbertForPreTraining"],
+        "model_type": "albert",
+        "vocab_size": config.vocab_size,
+        "embedding_size": config.embedding_size,
+        "hidden_size": config.hidden_size,
+        "num_hidden_layers": config.num_layers,
+        "num_hidden_groups": num_groups,
+        "inner_group_num": 1,
+        "num_attention_heads": config.num_heads,
+        "intermediate_size": config.intermediate_size,
+        "hidden_act": config.hidden_act,
+        "hidden_dropout_prob": config.hidden_dropout,
+        "attention_probs_dropout_prob": config.attention_dropout,
+        "classifier_dropout_prob": 0.1,
+        "max_position_embeddings": config.max_position_embeddings,
+        "type_vocab_size": config.type_vocab_size,
+        "initializer_range": config.initializer_range,
+        "layer_norm_eps": config.layer_norm_eps,
+        "position_embedding_type": "absolute",
+        "pad_token_id": 0,
+        "bos_token_id": 2,
+        "eos_token_id": 3,
+        "torch_dtype": "float32",
+    }
+
+
+# --- tensors -------------------------------------------------------------------------------------
+class _SafetensorsFile:
+    def __init__(self, path: str):
+        from safetensors import safe_open
+
+        self.path = path
+        try:
+            self._f = safe_open(path, framework="np")
+            self.shapes = {k: tuple(self._f.get_slice(k).get_shape()) for k in self._f.keys()}
+        except Exception as e:  # SafetensorError, OSError: truncated or not safetensors
+            raise ConversionError(f"cannot read {path} (truncated or corrupted?): {e}") from e
+
+    def load(self, name: str) -> np.ndarray:
+        try:
+            return self._f.get_tensor(name)
+        except Exception as e:
+            raise ConversionError(f"cannot read tensor {name} from {self.path}: {e}") from e
+
+
+class _TorchFile:
+    def __init__(self, path: str):
+        try:
+            import torch
+        except ImportError as e:
+            raise ConversionError(
+                f"{path} is a PyTorch pickle and reading it needs torch: "
+                "`pip install 'albert-jax[torch]'` (or convert it to model.safetensors)"
+            ) from e
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:
+            raise ConversionError(f"cannot read {path} (truncated or corrupted?): {e}") from e
+        self.tensors = {k: v.detach().float().numpy() for k, v in state.items()}
+        self.shapes = {k: tuple(v.shape) for k, v in self.tensors.items()}
+
+    def load(self, name: str) -> np.ndarray:
+        return self.tensors[name]
+
+
+def _open_weights(path: str):
+    st, pt = os.path.join(path, WEIGHTS), os.path.join(path, TORCH_WEIGHTS)
+    if os.path.exists(st):
+        return _SafetensorsFile(st)
+    if os.path.exists(pt):
+        return _TorchFile(pt)
+    raise ConversionError(f"{path}: has config.json but neither {WEIGHTS} nor {TORCH_WEIGHTS}")
+
+
+def load_hf(path: str) -> tuple[AlbertConfig, dict[str, Any], list[str]]:
+    """(config, params, notes) from a transformers ALBERT directory."""
+    where = os.path.join(path, "config.json")
+    with open(where) as f:
+        config, hf_groups = config_from_hf(json.load(f), where)
+    weights = _open_weights(path)
+    src_of_layer = hf_layer_groups(config.num_layers, hf_groups)
+    groups, src_groups, note = layout_from_layer_groups(src_of_layer)
+    notes = [note] if note else []
+    unused = sorted(set(range(hf_groups)) - set(src_of_layer))
+    if unused:
+        notes.append(f"HF groups {unused} are never applied by any layer: dropped")
+    config = config.replace(attention_groups=groups, ffn_groups=groups)
+    # transformers' AlbertModel (no heads) saves without the "albert." prefix.
+    prefix = "" if any(k.startswith("albert.") for k in weights.shapes) else "albert."
+
+    def source(name: str) -> str:
+        return name[len(prefix) :] if prefix and name.startswith(prefix) else name
+
+    names, transforms = {}, {}
+    for path_, (name, transposed) in HF_NAMES.items():
+        if path_.startswith("encoder/projection/") and not config.has_projection:
+            continue
+        grouped = [name.format(g=g) for g in src_groups] if "{g}" in name else [name]
+        names[path_] = [source(n) for n in grouped]
+        if transposed:
+            transforms[path_] = np.transpose
+    dead = tuple(source(_LAYER.format(g=g)) for g in unused)
+
+    def ignored(n: str) -> bool:
+        return n.endswith(_IGNORED_SUFFIXES) or (bool(dead) and n.startswith(dead))
+
+    params = check_and_build(
+        config, names, weights.shapes, weights.load, transforms, ignored, weights.path
+    )
+    return config, params, notes
+
+
+# --- export --------------------------------------------------------------------------------------
+def hf_tensors(config: AlbertConfig, params: dict[str, Any]) -> tuple[dict, dict, list[str]]:
+    """(HF config dict, HF state dict, notes) for our (config, params)."""
+    if config.attention_groups != config.ffn_groups:
+        raise ConversionError(
+            f"layout {config.layout!r} cannot be written for transformers: it has one group "
+            "count for attention and FFN (num_hidden_groups); regroup first "
+            "(e.g. `--unshare`, which gives the not-shared layout)"
+        )
+    L, notes = config.num_layers, []
+    ours = [(i * config.attention_groups) // L for i in range(L)]
+    hf_groups = config.attention_groups
+    if hf_layer_groups(L, hf_groups) != ours:
+        hf_groups = L  # int(i / (L / L)) == i: always exact
+        notes.append(
+            f"transformers' group formula int(i / (L / G)) differs from (i*G)//L for "
+            f"L={L}, G={config.attention_groups}: written with one group per layer"
+        )
+    # For each HF group, the one of our groups that its layers use.
+    our_of_hf = {h: ours[i] for i, h in enumerate(hf_layer_groups(L, hf_groups))}
+    flat = flatten(params)
+    if not config.has_projection:
+        H = config.hidden_size
+        flat["encoder/projection/kernel"] = np.eye(H, dtype=np.float32)
+        flat["encoder/projection/bias"] = np.zeros(H, np.float32)
+        notes.append("E == H without a projection: wrote the identity projection (exact)")
+    missing = sorted(set(HF_NAMES) - set(flat))
+    if missing:
+        raise ConversionError(f"cannot export: parameters missing: {missing}")
+    tensors = {}
+    for path, (name, transposed) in HF_NAMES.items():
+        leaf = np.asarray(flat[path], np.float32)
+        for h in sorted(our_of_hf) if "{g}" in name else [None]:
+            a = leaf
+            if h is not None and groups_of(config, path) > 1:
+                a = leaf[our_of_hf[h]]
+            a = a.T if transposed else a
+            tensors[name.format(g=h)] = np.ascontiguousarray(a)
+    return config_to_hf(config, hf_groups), tensors, notes
+
+
+def write_hf(out_dir: str, config: AlbertConfig, params: dict[str, Any], tokenizer=None):
+    """Writes config.json + model.safetensors (+ tokenizer files) into `out_dir` (a new, empty
+    directory: the caller makes it atomic). Returns the notes."""
+    from safetensors.numpy import save_file
+
+    from albert_jax.tokenization import save_hf_tokenizer
+
+    hf_config, tensors, notes = hf_tensors(config, params)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(hf_config, f, indent=2, sort_keys=True)
+    save_file(tensors, os.path.join(out_dir, WEIGHTS), metadata={"format": "pt"})
+    if tokenizer is not None:
+        save_hf_tokenizer(tokenizer, out_dir)
+    return notes

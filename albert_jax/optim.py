@@ -1,0 +1,340 @@
+"""ALBERT's optimizers (LAMB, AdamW) and learning-rate schedule as optax transforms.
+
+Why not `optax.lamb`: its `mask` only masks the weight decay, its trust ratio hits every leaf, and
+`optax.scale_by_adam` always bias-corrects. The reference (google-research/albert
+`lamb_optimizer.py`, `optimization.py`) excludes LayerNorm and bias parameters (regex
+`LayerNorm|layer_norm|bias` searched in the variable name) from BOTH weight decay and the trust
+ratio and has no bias correction. Per variable, with u the update and w the parameter:
+
+    m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  u = m / (sqrt(v) + eps)
+    u += wd * w                     (decayed: not excluded)
+    r = |w| / |u| if both > 0 else 1 (adapted, LAMB only: not excluded)
+    w -= lr * r * u
+
+The reference has one variable per layer/group; our unshared sub-blocks stack G groups on a leading
+axis, so for those ("stacked") leaves the trust-ratio norms are taken over all axes but axis 0: one
+ratio per group, exactly as if each group were its own variable. Decisions are static functions of
+the leaf path, `'/'.join(keys)`, e.g. `encoder/attention/query/kernel`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import optax
+
+DEFAULT_EXCLUDE = r"LayerNorm|layer_norm|bias"
+OPTIMIZERS = ("lamb", "adamw")
+
+PathPredicate = Callable[[str], bool]
+Stacked = PathPredicate | Sequence[str] | str | None
+
+_DEFAULTS = dict(
+    name="lamb",
+    learning_rate=0.00176,
+    warmup_steps=3125,
+    total_steps=125000,
+    end_lr=0.0,
+    power=1.0,
+    offset_decay=False,
+    weight_decay=0.01,
+    b1=0.9,
+    b2=0.999,
+    eps=1e-6,
+    bias_correction=False,
+    clip_norm=1.0,
+    exclude=DEFAULT_EXCLUDE,
+)
+
+
+# ---------------------------------------------------------------- paths
+
+
+def path_str(path: Sequence[Any]) -> str:
+    """'/'.join of a jax key path's keys: `encoder/attention/query/kernel`."""
+    parts = []
+    for k in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(k, attr):
+                parts.append(str(getattr(k, attr)))
+                break
+        else:
+            parts.append(str(k))
+    return "/".join(parts)
+
+
+def _map_with_path(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
+    return jax.tree_util.tree_map_with_path(lambda p, *xs: fn(path_str(p), *xs), tree, *rest)
+
+
+def path_matcher(patterns: Stacked) -> PathPredicate:
+    """A path predicate from a callable, one regex, or a sequence of regexes (re.search, any)."""
+    if patterns is None:
+        return lambda path: False
+    if callable(patterns):
+        return patterns
+    if isinstance(patterns, str):
+        patterns = (patterns,)
+    compiled = [re.compile(p) for p in patterns]
+    return lambda path: any(c.search(path) for c in compiled)
+
+
+class Label(NamedTuple):
+    decay: bool  # gets weight decay
+    adapt: bool  # gets the LAMB trust ratio (AdamW: never)
+    stacked: bool  # trust-ratio norms per slice of axis 0
+
+
+def param_labels(
+    params: Any,
+    *,
+    exclude: str | None = DEFAULT_EXCLUDE,
+    stacked: Stacked = None,
+    trust_ratio: bool = True,
+    weight_decay: float = 0.01,
+) -> dict[str, Label]:
+    """{path: Label} for every leaf: what the optimizer does to it (for logs and tests)."""
+    excluded = path_matcher(exclude)
+    is_stacked = path_matcher(stacked)
+    labels = {}
+
+    def one(path, _):
+        keep = not excluded(path)
+        labels[path] = Label(keep and bool(weight_decay), keep and trust_ratio, is_stacked(path))
+
+    _map_with_path(one, params)
+    return labels
+
+
+def config_labels(params: Any, optim_config, model_config) -> dict[str, Label]:
+    """`param_labels` for the optimizer that `make_optimizer(optim_config, model_config)` builds."""
+    return param_labels(
+        params,
+        exclude=_field(optim_config, "exclude"),
+        stacked=stacked_patterns(model_config),
+        trust_ratio=_optimizer_name(optim_config) == "lamb",
+        weight_decay=_field(optim_config, "weight_decay"),
+    )
+
+
+# ---------------------------------------------------------------- transforms
+
+
+def scale_by_adam(
+    b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6, *, bias_correction: bool = False
+) -> optax.GradientTransformation:
+    """u = m / (sqrt(v) + eps); bias-corrected m and v only if asked (the reference never is)."""
+
+    def init_fn(params):
+        zeros = lambda: jax.tree.map(jnp.zeros_like, params)
+        return optax.ScaleByAdamState(count=jnp.zeros([], jnp.int32), mu=zeros(), nu=zeros())
+
+    def update_fn(updates, state, params=None):
+        del params
+        mu = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, state.mu, updates)
+        nu = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * jnp.square(g), state.nu, updates)
+        count = optax.safe_int32_increment(state.count)
+        if bias_correction:
+            t = count.astype(jnp.float32)
+            mu_hat = jax.tree.map(lambda m: m / (1 - b1**t), mu)
+            nu_hat = jax.tree.map(lambda v: v / (1 - b2**t), nu)
+        else:
+            mu_hat, nu_hat = mu, nu
+        out = jax.tree.map(lambda m, v: m / (jnp.sqrt(v) + eps), mu_hat, nu_hat)
+        return out, optax.ScaleByAdamState(count=count, mu=mu, nu=nu)
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+
+def add_decayed_weights(weight_decay: float, decay: PathPredicate) -> optax.GradientTransformation:
+    """u += weight_decay * w on the leaves whose path satisfies `decay`."""
+
+    def update_fn(updates, state, params=None):
+        if params is None:
+            raise ValueError(optax.NO_PARAMS_MSG)
+        add = lambda path, u, w: u + weight_decay * w if decay(path) else u
+        return _map_with_path(add, updates, params), state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update_fn)
+
+
+def trust_ratio(w: jax.Array, u: jax.Array, axes: tuple[int, ...] | None = None) -> jax.Array:
+    """|w| / |u| over `axes` (keepdims), 1 where either norm is 0."""
+    norm = lambda x: jnp.sqrt(jnp.sum(jnp.square(x.astype(jnp.float32)), axis=axes, keepdims=True))
+    w_norm, u_norm = norm(w), norm(u)
+    ok = (w_norm > 0) & (u_norm > 0)
+    return jnp.where(ok, w_norm / jnp.where(ok, u_norm, 1.0), 1.0)
+
+
+def scale_by_trust_ratio(
+    adapt: PathPredicate, stacked: PathPredicate = lambda path: False
+) -> optax.GradientTransformation:
+    """u *= trust_ratio(w, u) on adapted leaves; one ratio per axis-0 slice on stacked leaves."""
+
+    def update_fn(updates, state, params=None):
+        if params is None:
+            raise ValueError(optax.NO_PARAMS_MSG)
+
+        def one(path, u, w):
+            if not adapt(path):
+                return u
+            axes = tuple(range(1, u.ndim)) if stacked(path) else None
+            return (u * trust_ratio(w, u, axes)).astype(u.dtype)
+
+        return _map_with_path(one, updates, params), state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update_fn)
+
+
+def _chain(
+    learning_rate, b1, b2, eps, weight_decay, exclude, bias_correction, adapt, stacked
+) -> optax.GradientTransformation:
+    excluded = path_matcher(exclude)
+    keep = lambda path: not excluded(path)
+    parts = [scale_by_adam(b1, b2, eps, bias_correction=bias_correction)]
+    if weight_decay:
+        parts.append(add_decayed_weights(weight_decay, keep))
+    if adapt:
+        parts.append(scale_by_trust_ratio(keep, path_matcher(stacked)))
+    parts.append(optax.scale_by_learning_rate(learning_rate))
+    return optax.chain(*parts)
+
+
+def lamb(
+    learning_rate: float | optax.Schedule,
+    *,
+    b1: float = 0.9,
+    b2: float = 0.999,
+    eps: float = 1e-6,
+    weight_decay: float = 0.01,
+    exclude: str | None = DEFAULT_EXCLUDE,
+    bias_correction: bool = False,
+    stacked: Stacked = None,
+) -> optax.GradientTransformation:
+    """The reference LAMB: leaves matching `exclude` get neither weight decay nor trust ratio.
+
+    `stacked`: paths (predicate or regexes) whose axis 0 is a layer/group axis; their trust ratio is
+    computed per slice. No gradient clipping here (see `make_optimizer`).
+    """
+    return _chain(learning_rate, b1, b2, eps, weight_decay, exclude, bias_correction, True, stacked)
+
+
+def adamw(
+    learning_rate: float | optax.Schedule,
+    *,
+    b1: float = 0.9,
+    b2: float = 0.999,
+    eps: float = 1e-6,
+    weight_decay: float = 0.01,
+    exclude: str | None = DEFAULT_EXCLUDE,
+    bias_correction: bool = False,
+) -> optax.GradientTransformation:
+    """The reference AdamWeightDecay: LAMB without the trust ratio (no bias correction either)."""
+    return _chain(learning_rate, b1, b2, eps, weight_decay, exclude, bias_correction, False, None)
+
+
+# ---------------------------------------------------------------- schedule
+
+
+def warmup_polynomial_decay(
+    peak_lr: float,
+    warmup_steps: int,
+    total_steps: int,
+    end_lr: float = 0.0,
+    power: float = 1.0,
+    offset_decay: bool = False,
+) -> optax.Schedule:
+    """Linear warmup `peak_lr * step / warmup_steps` while step < warmup_steps, then poly decay.
+
+    offset_decay=False (the reference, optimization.py): the decay
+    `(peak - end) * (1 - min(step, total) / total) ** power + end` runs from step 0 and the warmup
+    merely overrides it, so at step == warmup_steps the lr drops from ~peak to
+    `peak * (1 - warmup / total)` (0.00176 -> 0.001716 for the paper's 3125 / 125000).
+    offset_decay=True: the decay runs over [warmup, total] instead and starts at exactly peak_lr.
+    The lr used for the update at optax count t is schedule(t), as the reference reads the global
+    step before incrementing it (so the first update has lr 0 when there is a warmup).
+    """
+    if total_steps <= 0 or not 0 <= warmup_steps <= total_steps:
+        raise ValueError(f"need 0 <= warmup_steps ({warmup_steps}) <= total_steps ({total_steps})")
+    if offset_decay and warmup_steps == total_steps:
+        raise ValueError("offset_decay needs warmup_steps < total_steps")
+    start = warmup_steps if offset_decay else 0
+
+    def schedule(step):
+        step = jnp.asarray(step, jnp.float32)
+        frac = (jnp.clip(step, start, total_steps) - start) / (total_steps - start)
+        lr = (peak_lr - end_lr) * (1.0 - frac) ** power + end_lr
+        if warmup_steps:
+            lr = jnp.where(step < warmup_steps, peak_lr * step / warmup_steps, lr)
+        return lr
+
+    return schedule
+
+
+# ---------------------------------------------------------------- config
+
+
+def default_optim_config() -> ml_collections.ConfigDict:
+    """The paper's pretraining optimizer: LAMB, lr 0.00176, 3125 warmup of 125k steps, clip 1."""
+    return ml_collections.ConfigDict(dict(_DEFAULTS))
+
+
+def stacked_patterns(model_config) -> tuple[str, ...]:
+    """Path regexes of the leaves with a leading group axis under `model_config`'s layout."""
+    patterns = []
+    if model_config.attention_groups > 1:
+        patterns.append(r"(^|/)encoder/attention/")
+    if model_config.ffn_groups > 1:
+        patterns.append(r"(^|/)encoder/ffn/")
+    return tuple(patterns)
+
+
+def _field(optim_config, name: str) -> Any:
+    return getattr(optim_config, name, _DEFAULTS[name])
+
+
+def _optimizer_name(optim_config) -> str:
+    name = str(_field(optim_config, "name")).lower()
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {name!r}: expected one of {list(OPTIMIZERS)}")
+    return name
+
+
+def make_optimizer(
+    optim_config, model_config
+) -> tuple[optax.GradientTransformation, optax.Schedule]:
+    """(clip_by_global_norm(clip_norm) + lamb | adamw, the lr schedule) from an attribute config.
+
+    Missing fields take `default_optim_config()`'s values; clip_norm 0 or None turns clipping off.
+    """
+    get = lambda name: _field(optim_config, name)
+    name = _optimizer_name(optim_config)
+    schedule = warmup_polynomial_decay(
+        get("learning_rate"),
+        int(get("warmup_steps")),
+        int(get("total_steps")),
+        end_lr=get("end_lr"),
+        power=get("power"),
+        offset_decay=bool(get("offset_decay")),
+    )
+    kw = dict(
+        b1=get("b1"),
+        b2=get("b2"),
+        eps=get("eps"),
+        weight_decay=get("weight_decay"),
+        exclude=get("exclude"),
+        bias_correction=bool(get("bias_correction")),
+    )
+    if name == "lamb":
+        tx = lamb(schedule, stacked=stacked_patterns(model_config), **kw)
+    else:
+        tx = adamw(schedule, **kw)
+    clip = get("clip_norm")
+    if clip:
+        tx = optax.chain(optax.clip_by_global_norm(clip), tx)
+    return tx, schedule

@@ -1,0 +1,1 @@
+"""The trainer (one for pretraining and fine-tuning), its checkpoints and metrics."""

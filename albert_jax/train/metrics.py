@@ -1,0 +1,83 @@
+"""Metrics: model FLOPs and MFU, JSONL + TensorBoard writers (no TensorFlow), console progress.
+
+FLOPs are counted per layer *application*: a shared block applied L times costs L times, so the
+usual 6 * parameters rule (which undercounts ALBERT ~12x) is not used. Attention is bidirectional:
+QK^T and PV cost the full 2 * T * H each per token, nothing is halved.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from tensorboardX import SummaryWriter
+from tqdm import tqdm
+
+from albert_jax.config import AlbertConfig
+
+
+def forward_flops_per_sequence(c: AlbertConfig, seq_len: int, predictions: int) -> float:
+    """Matmul FLOPs of one forward pass over one sequence with `predictions` MLM outputs."""
+    H, E, I, T = c.hidden_size, c.embedding_size, c.intermediate_size, seq_len  # noqa: E741
+    per_token = 2 * E * H if c.has_projection else 0
+    per_layer = 2 * 4 * H * H + 2 * 2 * H * I + 2 * 2 * T * H  # q,k,v,o + FFN + QK^T, PV
+    per_token += c.num_layers * per_layer
+    heads = predictions * (2 * H * E + 2 * E * c.vocab_size) + 2 * H * H + 2 * H * 2
+    return T * per_token + heads
+
+
+def train_flops_per_sequence(c: AlbertConfig, seq_len: int, predictions: int) -> float:
+    """Forward + backward (2x forward): 3x the forward FLOPs."""
+    return 3.0 * forward_flops_per_sequence(c, seq_len, predictions)
+
+
+class MetricWriter:
+    """Scalars to `metrics.jsonl` and TensorBoard event files in the workdir (process 0 only)."""
+
+    def __init__(self, workdir: str, enabled: bool = True):
+        self.enabled = enabled
+        if enabled:
+            os.makedirs(workdir, exist_ok=True)
+            self._jsonl = open(os.path.join(workdir, "metrics.jsonl"), "a", buffering=1)
+            self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
+
+    def write(self, step: int, scalars: dict[str, float], prefix: str = "train") -> None:
+        if not self.enabled:
+            return
+        row = {"step": int(step), "split": prefix, **{k: float(v) for k, v in scalars.items()}}
+        self._jsonl.write(json.dumps(row) + "\n")
+        for k, v in scalars.items():
+            self._tb.add_scalar(f"{prefix}/{k}", float(v), int(step))
+        self._tb.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self._jsonl.close()
+            self._tb.close()
+
+
+class Progress:
+    """A console progress bar with ETA and the latest metrics (process 0 only)."""
+
+    def __init__(self, start: int, total: int, enabled: bool = True):
+        self.bar = tqdm(
+            total=total,
+            initial=start,
+            unit="step",
+            dynamic_ncols=True,
+            disable=not enabled,
+            mininterval=1.0,
+        )
+        self.t0 = time.perf_counter()
+
+    def update(self, step: int, scalars: dict[str, float] | None = None) -> None:
+        self.bar.update(step - self.bar.n)
+        if scalars:
+            keys = ("loss", "mlm_accuracy", "sop_accuracy", "learning_rate")
+            self.bar.set_postfix(
+                {k: f"{scalars[k]:.4g}" for k in keys if k in scalars}, refresh=False
+            )
+
+    def close(self) -> None:
+        self.bar.close()

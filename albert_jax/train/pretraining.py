@@ -1,0 +1,76 @@
+"""The pretraining task: AlbertForPreTraining, MLM + SOP loss, the grain input pipeline.
+
+Losses are `albert_jax.losses` (as run_pretraining.py) with the whole global batch's
+denominators, so gradient accumulation reproduces the full batch.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from albert_jax import presets
+from albert_jax.losses import mlm_denominator, pretraining_loss
+from albert_jax.model import AlbertForPreTraining
+from albert_jax.train.metrics import train_flops_per_sequence
+
+
+def model_config_from(config):
+    """The AlbertConfig named by `config.model`: a preset plus field overrides."""
+    overrides = {k: v for k, v in config.model.items() if k not in ("preset", "layout")}
+    return presets.get(config.model.preset, layout=config.model.get("layout", None), **overrides)
+
+
+class PretrainingTask:
+    def __init__(self, config, data_config, model_config=None):
+        self.config = config
+        self.data = data_config
+        self.model_config = model_config or model_config_from(config)
+        self.model = AlbertForPreTraining(self.model_config)
+
+    def dummy_batch(self):
+        ids = jnp.zeros((1, 8), jnp.int32)
+        return {"input_ids": ids, "masked_positions": jnp.zeros((1, 2), jnp.int32)}
+
+    def normalizers(self, batch):
+        return {
+            "mlm": mlm_denominator(batch["masked_lm_weights"]),
+            "sop": jnp.asarray(batch["sentence_order_label"].shape[0], jnp.float32),
+        }
+
+    def loss(self, params, batch, norms, rng):
+        out = self.model.apply(
+            {"params": params},
+            batch["input_ids"],
+            batch["segment_ids"],
+            batch["input_mask"],
+            masked_positions=batch["masked_lm_positions"],
+            deterministic=rng is None,
+            rngs=None if rng is None else {"dropout": rng},
+        )
+        return pretraining_loss(out, batch, norms)
+
+    def _iterator(self, split, process_index, process_count, **kwargs):
+        from albert_jax.data.pipeline import make_iterator
+
+        return make_iterator(
+            self.data,
+            split,
+            process_index,
+            process_count,
+            model_vocab_size=self.model_config.vocab_size,
+            **kwargs,
+        )
+
+    def train_iterator(self, process_index, process_count):
+        return self._iterator(self.config.train_split, process_index, process_count)
+
+    def eval_iterator(self, process_index, process_count):
+        """The same held-out batches at every evaluation (in-process: no worker start-up)."""
+        return self._iterator(
+            self.config.eval_split, process_index, process_count, worker_count=0, num_epochs=1
+        )
+
+    def flops_per_example(self) -> float:
+        return train_flops_per_sequence(
+            self.model_config, int(self.data.max_seq_length), int(self.data.max_predictions)
+        )

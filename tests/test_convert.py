@@ -1,0 +1,351 @@
+"""Converters against the reference fixtures (tests/fixtures/make_reference.py): HF and Google
+TF1 imports reproduce transformers' outputs, the HF export reproduces transformers' files, and bad
+inputs fail with errors that name the problem and leave nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import jax
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from albert_jax import AlbertForPreTraining, checkpoint
+from albert_jax.convert import ConversionError, convert, load_source
+from albert_jax.convert.__main__ import main as cli
+from albert_jax.convert.common import layout_from_layer_groups
+from albert_jax.convert.hf import hf_layer_groups, hf_tensors
+from albert_jax.convert.tf_checkpoint import TFCheckpoint, crc32c
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+# fixture directory -> reference outputs (tf_relu has no projection, so its own reference)
+SOURCES = {
+    "hf_gelu_new": "gelu_new",
+    "hf_relu": "relu",
+    "hf_gelu_erf_unshared": "gelu_erf_unshared",
+    "tf_gelu_new": "gelu_new",
+    "tf_relu": "relu_tf",
+    "tf_sparse_groups": "sparse_groups",
+}
+OUTPUTS = ("sequence_output", "pooled_output", "mlm_logits", "sop_logits", "hidden_states")
+
+
+def fixture(name):
+    return os.path.join(FIXTURES, name)
+
+
+def reference(name):
+    return dict(np.load(os.path.join(FIXTURES, "reference", f"{name}.npz")))
+
+
+def run_model(config, params, ref):
+    model = AlbertForPreTraining(config)
+
+    @jax.jit
+    def apply(params, ids, types, mask, positions):
+        return model.apply(
+            {"params": params}, ids, types, mask, masked_positions=positions,
+            deterministic=True, output_hidden_states=True,
+        )  # fmt: skip
+
+    args = [ref[k].astype(np.int32) for k in ("input_ids", "token_type_ids", "attention_mask")]
+    out = apply(params, *args, ref["masked_positions"].astype(np.int32))
+    got = {k: np.asarray(getattr(out, k)) for k in OUTPUTS[:4]}
+    got["hidden_states"] = np.stack([np.asarray(h) for h in out.hidden_states])
+    return got
+
+
+def max_diffs(got, ref):
+    return {k: float(np.abs(got[k] - ref[k]).max()) for k in OUTPUTS}
+
+
+# --- imports reproduce the reference --------------------------------------------------------------
+@pytest.mark.parametrize("src", sorted(SOURCES))
+def test_import_reproduces_reference(src):
+    source = load_source(fixture(src))
+    ref = reference(SOURCES[src])
+    assert source.format == src.split("_")[0]
+    diffs = max_diffs(run_model(source.config, source.params, ref), ref)
+    assert max(diffs.values()) <= 1e-5, diffs
+
+
+def test_import_config_mapping():
+    hf = load_source(fixture("hf_gelu_new")).config
+    assert (hf.attention_groups, hf.ffn_groups, hf.hidden_act) == (2, 2, "gelu_new")
+    # transformers' "gelu" is the exact erf form; its not-shared layout stays not shared.
+    erf = load_source(fixture("hf_gelu_erf_unshared")).config
+    assert (erf.hidden_act, erf.layout) == ("gelu", "none")
+    # E == H: transformers always has the projection, GA never does.
+    assert load_source(fixture("hf_relu")).config.has_projection
+    assert not load_source(fixture("tf_relu")).config.has_projection
+    # Google's "gelu" is the tanh form.
+    assert load_source(fixture("tf_gelu_new")).config.hidden_act == "gelu_new"
+    # GA with 4 groups over 2 layers uses groups 0 and 2: two groups, one per layer.
+    sparse = load_source(fixture("tf_sparse_groups"))
+    assert sparse.config.layout == "none" and sparse.config.attention_groups == 2
+
+
+def test_wrong_activation_would_be_caught():
+    """The fixtures discriminate: gelu instead of gelu_new moves the outputs well beyond 1e-5."""
+    source = load_source(fixture("hf_gelu_new"))
+    ref = reference("gelu_new")
+    diffs = max_diffs(run_model(source.config.replace(hidden_act="gelu"), source.params, ref), ref)
+    assert max(diffs.values()) > 1e-4  # 10x the tolerance
+
+
+def test_layout_from_layer_groups():
+    assert layout_from_layer_groups([0, 0, 1, 1]) == (2, [0, 1], None)
+    assert layout_from_layer_groups([0, 2]) == (2, [0, 2], None)  # unused groups 1, 3 dropped
+    # transformers' float formula at L=18, G=14 is not (i*G)//L for any G: one copy per layer.
+    src = hf_layer_groups(18, 14)
+    groups, copies, note = layout_from_layer_groups(src)
+    assert groups == 18 and copies == src and "not-shared" in note
+    # GA's formula at L=G=22 maps layer 15 to group 14 (used twice): exact via per-layer copies.
+    ga = [int(i / 22 * 22) for i in range(22)]
+    assert ga[15] == 14 and layout_from_layer_groups(ga)[1] == ga
+
+
+# --- export ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "src,hf", [("hf_gelu_new",) * 2, ("hf_relu",) * 2, ("hf_gelu_erf_unshared",) * 2,
+               ("tf_gelu_new", "hf_gelu_new")]
+)  # fmt: skip
+def test_export_equals_transformers_files(src, hf):
+    source = load_source(fixture(src))
+    hf_config, tensors, _ = hf_tensors(source.config, source.params)
+    want = load_file(os.path.join(fixture(hf), "model.safetensors"))
+    assert sorted(tensors) == sorted(want)
+    for k in want:
+        np.testing.assert_array_equal(tensors[k], want[k], err_msg=k)
+    with open(os.path.join(fixture(hf), "config.json")) as f:
+        ref_config = json.load(f)
+    for key in ("num_hidden_groups", "hidden_act", "embedding_size", "num_hidden_layers"):
+        assert hf_config[key] == ref_config[key], key
+
+
+def test_export_refuses_mixed_layout():
+    source = load_source(fixture("hf_gelu_new"))
+    from albert_jax import sharing
+
+    params, config = sharing.regroup(source.params, source.config, ffn_groups=4)
+    with pytest.raises(ConversionError, match="num_hidden_groups"):
+        hf_tensors(config, params)
+
+
+def test_export_without_projection_writes_identity():
+    source = load_source(fixture("tf_relu"))
+    _, tensors, notes = hf_tensors(source.config, source.params)
+    np.testing.assert_array_equal(
+        tensors["albert.encoder.embedding_hidden_mapping_in.weight"], np.eye(32, dtype=np.float32)
+    )
+    assert "identity" in notes[0]
+
+
+@pytest.mark.slow
+def test_transformers_loads_export(tmp_path):
+    pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from transformers import AlbertForPreTraining as HFModel
+
+    convert(fixture("tf_gelu_new"), str(tmp_path / "hf"), to="hf")
+    model = HFModel.from_pretrained(str(tmp_path / "hf")).eval()
+    ref = reference("gelu_new")
+    with torch.no_grad():
+        out = model(
+            **{
+                k: torch.from_numpy(ref[k])
+                for k in ("input_ids", "token_type_ids", "attention_mask")
+            }
+        )
+    mlm = np.take_along_axis(out.prediction_logits.numpy(), ref["masked_positions"][..., None], 1)
+    assert np.abs(mlm - ref["mlm_logits"]).max() <= 1e-5
+    assert np.abs(out.sop_logits.numpy() - ref["sop_logits"]).max() <= 1e-5
+
+
+# --- CLI and unsharing ----------------------------------------------------------------------------
+def test_cli_unshare_keeps_outputs(tmp_path, capsys):
+    out = tmp_path / "unshared"
+    assert cli([fixture("hf_gelu_new"), str(out), "--unshare"]) == 0
+    printed = capsys.readouterr().out
+    assert "read hf checkpoint" in printed and "layout=groups:2" in printed
+    assert "unshared: layout groups:2 -> none" in printed and "wrote albert_jax" in printed
+    config, params = checkpoint.load(out)
+    assert config.layout == "none"
+    with open(out / "config.json") as f:
+        written = json.load(f)
+    assert written["attention_groups"] == written["ffn_groups"] == config.num_layers == 4
+    assert params["encoder"]["attention"]["query"]["kernel"].shape == (4, 32, 32)
+    ref = reference("gelu_new")
+    assert max(max_diffs(run_model(config, params, ref), ref).values()) <= 1e-5
+    tok = checkpoint.load_tokenizer(out)
+    assert tok is not None and tok.vocab_size == config.vocab_size
+
+
+def test_cli_round_trip_ours_to_hf(tmp_path):
+    ours, hf = tmp_path / "ours", tmp_path / "hf"
+    convert(fixture("tf_gelu_new"), str(ours))
+    assert cli([str(ours), str(hf), "--to", "hf"]) == 0
+    want = load_file(os.path.join(fixture("hf_gelu_new"), "model.safetensors"))
+    got = load_file(str(hf / "model.safetensors"))
+    assert sorted(got) == sorted(want)
+    assert all(np.array_equal(got[k], want[k]) for k in want)
+    assert sorted(os.listdir(hf)) == [
+        "config.json", "model.safetensors", "spiece.model", "tokenizer_config.json"
+    ]  # fmt: skip
+
+
+# --- bad inputs: clear errors, nothing written ----------------------------------------------------
+def copy_fixture(name, tmp_path):
+    dst = tmp_path / name
+    shutil.copytree(fixture(name), dst)
+    return dst
+
+
+def rewrite_safetensors(path, edit):
+    tensors = load_file(str(path / "model.safetensors"))
+    edit(tensors)
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+
+
+def expect_failure(src, out, match, **kwargs):
+    with pytest.raises(ConversionError, match=match) as info:
+        convert(str(src), str(out), **kwargs)
+    assert not os.path.exists(out)
+    assert not [p for p in os.listdir(os.path.dirname(out)) if p.startswith(".")]  # no temp dirs
+    return str(info.value)
+
+
+def test_missing_unexpected_and_misshaped_tensors_are_named(tmp_path):
+    src = copy_fixture("hf_gelu_new", tmp_path)
+    q = "albert.encoder.albert_layer_groups.1.albert_layers.0.attention.query.weight"
+
+    def edit(t):
+        del t["albert.pooler.bias"]
+        t["albert.extra.weight"] = np.zeros(3, np.float32)
+        t[q] = t[q][:, :16]
+
+    rewrite_safetensors(src, edit)
+    msg = expect_failure(src, tmp_path / "out", "cannot convert exactly")
+    assert "missing tensors" in msg and "albert.pooler.bias (for pooler/bias)" in msg
+    assert "unexpected tensors" in msg and "albert.extra.weight" in msg
+    assert f"{q}: shape (32, 16), expected (32, 32)" in msg
+
+
+def test_config_weights_disagreement(tmp_path):
+    src = copy_fixture("hf_gelu_new", tmp_path)
+    with open(src / "config.json") as f:
+        cfg = json.load(f)
+    cfg["intermediate_size"] = 60
+    with open(src / "config.json", "w") as f:
+        json.dump(cfg, f)
+    msg = expect_failure(src, tmp_path / "out", "config and weights do not match")
+    assert "ffn.weight: shape (64, 32), expected (60, 32)" in msg
+
+
+def test_missing_tensor_never_initialized(tmp_path):
+    src = copy_fixture("hf_gelu_new", tmp_path)
+    rewrite_safetensors(src, lambda t: t.pop("sop_classifier.classifier.weight"))
+    expect_failure(src, tmp_path / "out", "sop_classifier.classifier.weight")
+
+
+def test_truncated_safetensors(tmp_path):
+    src = copy_fixture("hf_gelu_new", tmp_path)
+    path = src / "model.safetensors"
+    path.write_bytes(path.read_bytes()[:5000])
+    expect_failure(src, tmp_path / "out", "truncated or corrupted")
+
+
+@pytest.mark.parametrize(
+    "damage,match",
+    [
+        ("flip_data", "corrupted: checksum mismatch in tensor"),
+        ("truncate_data", "truncated"),
+        ("truncate_index", "corrupted TF checkpoint index"),
+        ("flip_index", "corrupted TF checkpoint index"),
+    ],
+)
+def test_damaged_tf_checkpoint(tmp_path, damage, match):
+    src = copy_fixture("tf_gelu_new", tmp_path)
+    kind, part = damage.split("_")
+    path = src / ("model.ckpt-7.index" if part == "index" else "model.ckpt-7.data-00000-of-00001")
+    data = bytearray(path.read_bytes())
+    if damage == "flip_data":  # inside a tensor the import reads (slots are never read)
+        data[
+            TFCheckpoint(str(src / "model.ckpt-7")).entries["bert/pooler/dense/kernel"].offset
+        ] ^= 1
+    elif kind == "flip":
+        data[len(data) // 3] ^= 0x55
+    else:
+        data = data[: len(data) // 2]
+    path.write_bytes(bytes(data))
+    expect_failure(src, tmp_path / "out", match)
+
+
+def test_crc32c():
+    assert crc32c(b"123456789") == 0xE3069283  # the standard check value
+    data = np.random.default_rng(0).integers(0, 256, 3 * 4096 + 17, dtype=np.uint8)
+    slow = 0xFFFFFFFF
+    for b in data.tobytes():  # bitwise reference implementation
+        slow ^= b
+        for _ in range(8):
+            slow = (slow >> 1) ^ 0x82F63B78 if slow & 1 else slow >> 1
+    assert crc32c(data) == slow ^ 0xFFFFFFFF
+
+
+def test_unknown_format(tmp_path):
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "weights.npz").write_bytes(b"nope")
+    expect_failure(tmp_path / "junk", tmp_path / "out", "unknown format")
+    expect_failure(tmp_path / "nothing", tmp_path / "out", "no such file")
+
+
+def test_brightmart_layout_is_refused(tmp_path):
+    msg = expect_failure(fixture("tf_brightmart"), tmp_path / "out", "brightmart")
+    assert "_google" in msg
+
+
+@pytest.mark.parametrize("src,config_file", [("hf_gelu_new", "config.json"),
+                                             ("tf_gelu_new", "albert_config.json")])  # fmt: skip
+def test_inner_groups_and_activation_refused(tmp_path, src, config_file):
+    src = copy_fixture(src, tmp_path)
+    with open(src / config_file) as f:
+        cfg = json.load(f)
+    with open(src / config_file, "w") as f:
+        json.dump({**cfg, "inner_group_num": 2}, f)
+    expect_failure(src, tmp_path / "out", "inner_group_num=2")
+    with open(src / config_file, "w") as f:
+        json.dump({**cfg, "hidden_act": "swish"}, f)
+    expect_failure(src, tmp_path / "out", "hidden_act='swish' is not supported")
+
+
+def test_torch_bin_needs_torch(tmp_path, monkeypatch):
+    import builtins
+
+    src = copy_fixture("hf_gelu_erf_unshared", tmp_path)
+    os.remove(src / "model.safetensors")
+    (src / "pytorch_model.bin").write_bytes(b"not really")
+    real_import = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch":
+            raise ImportError("no torch")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    expect_failure(src, tmp_path / "out", r"needs torch: `pip install 'albert-jax\[torch\]'`")
+
+
+def test_failed_conversion_keeps_previous_output(tmp_path):
+    out = tmp_path / "out"
+    convert(fixture("tf_sparse_groups"), str(out))
+    before = checkpoint.load(out)
+    src = copy_fixture("hf_gelu_new", tmp_path)
+    rewrite_safetensors(src, lambda t: t.pop("albert.pooler.bias"))
+    with pytest.raises(ConversionError):
+        convert(str(src), str(out))
+    after = checkpoint.load(out)
+    assert after[0] == before[0]
+    jax.tree_util.tree_map(np.testing.assert_array_equal, after[1], before[1])

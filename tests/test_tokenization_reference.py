@@ -1,0 +1,71 @@
+"""Tokenizer ids equal transformers 4.57's slow AlbertTokenizer / BertTokenizer (the reference ids
+in tests/fixtures/reference/tokens.json, made by tests/fixtures/make_reference.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from albert_jax import tokenization
+from albert_jax.tokenization import SentencePieceTokenizer, find_tokenizer, load_tokenizer
+from albert_jax.wordpiece import WordPieceTokenizer, basic_tokenize, wordpiece
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+with open(os.path.join(FIXTURES, "reference", "tokens.json"), encoding="utf-8") as f:
+    REFERENCE = json.load(f)
+
+
+def cases(kind):
+    return [pytest.param(c, id=f"{kind}-{i}") for i, c in enumerate(REFERENCE[kind])]
+
+
+@pytest.mark.parametrize("case", cases("sentencepiece"))
+def test_sentencepiece_matches_albert_tokenizer(case):
+    tok = load_tokenizer(os.path.join(FIXTURES, "tokenizer_sp"))
+    assert isinstance(tok, SentencePieceTokenizer)
+    assert tok.tokenize(case["text"]) == case["tokens"]
+    assert tok.encode(case["text"]) == case["ids"]
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_wordpiece_matches_bert_tokenizer(lower):
+    tok = load_tokenizer(os.path.join(FIXTURES, "tokenizer_wp"), lower_case=lower)
+    assert isinstance(tok, WordPieceTokenizer)
+    for case in REFERENCE["wordpiece_uncased" if lower else "wordpiece_cased"]:
+        assert tok.tokenize(case["text"]) == case["tokens"], case["text"]
+        assert tok.encode(case["text"]) == case["ids"], case["text"]
+
+
+def test_wordpiece_rules():
+    vocab = {p: i for i, p in enumerate(["[UNK]", "un", "##aff", "##able", "a", "##b"])}
+    assert wordpiece("unaffable", vocab) == ["un", "##aff", "##able"]  # longest match first
+    assert wordpiece("unx", vocab) == ["[UNK]"]  # any unmatched rest -> the whole word is UNK
+    assert wordpiece("a" + "b" * 100, vocab) == ["[UNK]"]  # > 100 characters
+    assert basic_tokenize("Héllo,  WORLD中文!", lower_case=True) == [
+        "hello", ",", "world", "中", "文", "!"
+    ]  # fmt: skip
+    assert basic_tokenize("Héllo\x00\u200b x", lower_case=False) == ["Héllo", "x"]
+    assert basic_tokenize("[MASK] [mask]", True, frozenset({"[MASK]"})) == [
+        "[MASK]", "[", "mask", "]"
+    ]  # fmt: skip
+
+
+def test_find_tokenizer_in_release_directories():
+    hf_sp = find_tokenizer(os.path.join(FIXTURES, "hf_gelu_new"))
+    tf_sp = find_tokenizer(os.path.join(FIXTURES, "tf_gelu_new"))  # Google's 30k-clean.model
+    text = REFERENCE["sentencepiece"][0]["text"]
+    assert hf_sp.encode(text) == tf_sp.encode(text) == REFERENCE["sentencepiece"][0]["ids"]
+    wp = find_tokenizer(os.path.join(FIXTURES, "tf_relu"))  # vocab_chinese.txt
+    assert isinstance(wp, WordPieceTokenizer) and wp.lower_case
+    assert find_tokenizer(os.path.join(FIXTURES, "tf_sparse_groups")) is None
+
+
+def test_save_and_load_round_trip(tmp_path):
+    for name in ("tokenizer_sp", "tokenizer_wp"):
+        tok = load_tokenizer(os.path.join(FIXTURES, name))
+        tokenization.save_tokenizer(tok, tmp_path / name)
+        again = load_tokenizer(tmp_path / name)
+        text = "Héllo 我们爱北京, 1,000"
+        assert type(again) is type(tok) and again.encode(text) == tok.encode(text)
