@@ -154,6 +154,7 @@ def test_scan_and_unrolled_agree_on_outputs_and_gradients(layout):
             assert np.all(per_group > 0)
 
 
+@pytest.mark.slow
 def test_dropout_scan_unrolled_and_remat_agree():
     """With dropout on, per-layer keys depend only on the layer index: scan == unrolled, and remat
     policies change memory, not numbers."""

@@ -35,6 +35,9 @@ class Checkpointer:
         )
 
     def save(self, step: int, state, data_iterator, force: bool = False) -> bool:
+        if step in self.manager.all_steps():  # an unreadable step skipped on restore: replace it
+            logging.warning("replacing the existing (unreadable) checkpoint of step %d", step)
+            self.manager.delete(step)
         args = ocp.args.Composite(
             state=ocp.args.StandardSave(state),
             data=grain.checkpoint.CheckpointSave(data_iterator),

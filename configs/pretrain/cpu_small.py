@@ -30,13 +30,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     )
     config.model.vocab_size = config.data.get_ref("vocab_size")
     config.model.max_position_embeddings = 128
-    config.total_steps = 600
+    config.total_steps = 400
     config.optim.learning_rate = 2e-3
-    config.optim.warmup_steps = 60
+    config.optim.warmup_steps = 40
     config.optim.total_steps = config.get_ref("total_steps")
     config.log_every = 25
-    config.checkpoint_every = 200
-    config.eval_every = 200
+    config.checkpoint_every = 100
+    config.eval_every = 100
     config.eval_batches = 4
     config.train_split = "train[:98%]"
     config.eval_split = "train[98%:]"

@@ -1,0 +1,35 @@
+"""The paper's pretraining recipe (ALBERT section 4.1) for albert-{base,large,xlarge,xxlarge}.
+
+  python -m pretrain --config configs/pretrain/paper.py:albert-base --workdir /path/to/run \\
+      --config.data.input_format=text --config.data.input_files=/data/wiki.txt,/data/books.txt
+
+Global batch 4096, LAMB lr 0.00176, 125k steps, 3125 warmup, seq 512 (10% of targets shorter),
+max_predictions 20 (google-research/albert's README command), vocab 30000. Pick the mesh for your
+hardware, e.g. `--config.mesh_shape=-1,8,1` for FSDP over 8 chips of each data-parallel group.
+"""
+
+import ml_collections
+
+from configs.pretrain.common import get_data_config, trainer_defaults
+
+PRESETS = ("albert-base", "albert-large", "albert-xlarge", "albert-xxlarge")
+
+
+def get_config(arg: str = "albert-base") -> ml_collections.ConfigDict:
+    if arg not in PRESETS:
+        raise ValueError(f"paper.py:{arg}: expected one of {PRESETS}")
+    c = trainer_defaults()  # LAMB 0.00176, 125k steps, warmup 3125, clip 1.0
+    c.data = get_data_config()
+    c.data.corpus_name = "pretraining_corpus"
+    c.data.input_format = "text"
+    c.data.vocab_size = 30000
+    c.data.character_coverage = 1.0
+    c.data.max_seq_length = 512
+    c.data.max_predictions = 20
+    c.data.global_batch_size = 4096
+    c.data.worker_count = 8
+    c.model = ml_collections.ConfigDict({"preset": arg})
+    c.model.vocab_size = c.data.get_ref("vocab_size")
+    c.model.dtype = "bfloat16"
+    c.model.remat = "save_dots"
+    return c

@@ -1,0 +1,25 @@
+"""ALBERT-xxlarge on a multi-host TPU pod slice (e.g. v4-256: 128 chips, 32 hosts).
+
+Run the same command on every host (e.g. `gcloud compute tpus tpu-vm ssh NAME --worker=all`):
+
+  python -m pretrain --config configs/pretrain/tpu_pod.py:albert-xxlarge \\
+      --workdir /mnt/shared/run --config.data.data_dir=/mnt/shared/data
+
+`jax.distributed.initialize()` discovers the pod (no addresses needed); each host reads its own
+shard of the corpus and feeds global_batch / num_hosts examples per step; parameters and optimizer
+state are sharded FSDP over 16 chips within each of the data-parallel groups; all hosts write their
+checkpoint shards. The workdir and data_dir must be on a filesystem every host sees. Build the
+corpus once beforehand with `python -m pretrain.prepare_data`.
+"""
+
+from configs.pretrain import paper
+
+
+def get_config(arg: str = "albert-xxlarge"):
+    c = paper.get_config(arg)
+    c.distributed.enabled = True
+    c.mesh_shape = (-1, 16, 1)  # ('data', 'fsdp', 'tensor')
+    c.peak_flops_per_device = 275e12  # TPU v4 bf16
+    c.checkpoint_every = 2000
+    c.keep_checkpoint_every = 25000
+    return c

@@ -1,0 +1,398 @@
+"""The trainer end to end on a synthetic task (tests/trainer_worker.py): gradient accumulation,
+mesh independence, bit-exact resume (also after SIGKILL), corrupted-checkpoint fallback, NaN
+stop, metrics.jsonl and TensorBoard output. 8 fake CPU devices (conftest.py)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec
+from trainer_worker import BATCH, make_config, make_global_batch, make_task
+
+from albert_jax import partitioning
+from albert_jax.optim import make_optimizer
+from albert_jax.train import trainer
+from albert_jax.train.trainer import NonFiniteLossError, create_state, make_train_step, train
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+N = 6  # steps of the reference run; checkpoints every 2
+METRIC_KEYS = (
+    "loss",
+    "mlm_loss",
+    "mlm_accuracy",
+    "sop_loss",
+    "sop_accuracy",
+    "grad_norm",
+    "learning_rate",
+    "step_time_s",
+    "tokens_per_s",
+    "model_tflops_per_s",
+    "mfu",
+)
+# Values that must reproduce exactly on resume (timings do not).
+EXACT_KEYS = ("loss", "mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy", "grad_norm")
+
+
+def read_metrics(workdir):
+    """{step: row} of the train rows of metrics.jsonl (a later row for a step wins)."""
+    rows = {}
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        for line in f:
+            row = json.loads(line)
+            if row["split"] == "train":
+                rows[row["step"]] = row
+    return rows
+
+
+def ckpt_steps(workdir):
+    d = os.path.join(workdir, "checkpoints")
+    return sorted(int(n) for n in os.listdir(d) if n.isdigit())
+
+
+def load_state(workdir, step):
+    """The saved TrainState as a dict of host numpy arrays."""
+    path = os.path.join(workdir, "checkpoints", str(step), "state")
+    return jax.tree_util.tree_map(np.asarray, ocp.StandardCheckpointer().restore(path))
+
+
+def assert_trees_equal(a, b):
+    la, ta = jax.tree_util.tree_flatten_with_path(a)
+    lb, tb = jax.tree_util.tree_flatten_with_path(b)
+    assert ta == tb
+    for (path, x), (_, y) in zip(la, lb, strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape, jax.tree_util.keystr(path)
+        assert np.array_equal(x, y), f"{jax.tree_util.keystr(path)} differs"
+
+
+def run(workdir, **overrides):
+    config = make_config(**overrides)
+    return train(config, str(workdir), make_task(config))
+
+
+def child_env(devices=8):
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (
+        f"--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0"
+    )
+    env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """The reference: N steps straight on mesh (8, 1, 1), checkpoints at 2, 4, 6."""
+    workdir = tmp_path_factory.mktemp("straight")
+    last = run(workdir, total_steps=N, peak_flops_per_device=1e9)
+    return workdir, last
+
+
+# --------------------------------------------------------------------------- gradient accumulation
+
+
+def _direct_steps(mesh, accum, steps, optim_overrides=None):
+    """Run make_train_step directly on `mesh`; returns (per-step metrics, final params)."""
+    config = make_config(total_steps=steps, **(optim_overrides or {}))
+    task = make_task(config)
+    tx, schedule = make_optimizer(config.optim, task.model_config)
+    rules = partitioning.DEFAULT_RULES
+    import flax.linen as nn
+
+    init, shardings, _ = create_state(task, tx, mesh, rules, 0)  # as train(): outside the mesh
+    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+        state = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(0))
+        initial = jax.tree_util.tree_map(np.asarray, jax.device_get(state.params))
+        step_fn = jax.jit(
+            make_train_step(task, tx, schedule, mesh, accum),
+            in_shardings=(shardings, partitioning.batch_sharding(mesh)),
+            out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())),
+        )
+        history = []
+        for i in range(steps):
+            state, m = step_fn(state, trainer.global_batch(make_global_batch(i), mesh))
+            history.append({k: float(v) for k, v in jax.device_get(m).items()})
+        params = jax.tree_util.tree_map(np.asarray, jax.device_get(state.params))
+    return history, initial, params
+
+
+def test_grad_accumulation_matches_full_batch():
+    """4 micro-batches of 2 vs one batch of 8, 3 steps (lr > 0 from step 2 on): losses, metrics
+    and parameters agree to 1e-6 relative (float32 summation order differs, nothing else)."""
+    mesh = partitioning.make_mesh((2, 1, 1), devices=jax.devices()[:2])
+    full, p_init, p_full = _direct_steps(mesh, 1, 3)
+    accum, _, p_accum = _direct_steps(mesh, 4, 3)
+    for a, b in zip(full, accum, strict=True):
+        for k in ("loss", "mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy", "grad_norm"):
+            np.testing.assert_allclose(b[k], a[k], rtol=1e-6, atol=1e-7, err_msg=k)
+        assert a["learning_rate"] == b["learning_rate"]
+    assert full[-1]["learning_rate"] > 0
+    # The params really moved (else the comparison would be vacuous).
+    moved = jax.tree_util.tree_map(lambda x, y: np.max(np.abs(x - y)), p_full, p_init)
+    assert max(jax.tree_util.tree_leaves(moved)) > 1e-5
+    jax.tree_util.tree_map(
+        lambda x, y: np.testing.assert_allclose(y, x, rtol=1e-6, atol=1e-7), p_full, p_accum
+    )
+
+
+def test_grad_accumulation_rejects_indivisible_batch():
+    mesh = partitioning.make_mesh((1, 1, 1), devices=jax.devices()[:1])
+    with pytest.raises(ValueError, match="not divisible into 3 micro-batches"):
+        _direct_steps(mesh, 3, 2)
+
+
+# --------------------------------------------------------------------------- mesh independence
+
+
+@pytest.mark.parametrize("mesh_shape", [(2, 4, 1), pytest.param((1, 8, 1), marks=pytest.mark.slow)])
+def test_sharded_losses_match_single_device(straight, tmp_path, mesh_shape):
+    """train() on (data=2, fsdp=4) / (fsdp=8) vs (data=8) vs a direct single-device run of the
+    same steps: the 6 losses and grad norms agree to 1e-5 relative (float32 reduction order)."""
+    run(tmp_path, total_steps=N, mesh_shape=mesh_shape)
+    sharded = read_metrics(tmp_path)
+    data_parallel = read_metrics(straight[0])
+    single, _, _ = _direct_steps(partitioning.make_mesh((1, 1, 1), devices=jax.devices()[:1]), 1, N)
+    assert sorted(sharded) == list(range(1, N + 1))
+    for s in range(1, N + 1):
+        for k in ("loss", "mlm_loss", "sop_loss", "grad_norm"):
+            np.testing.assert_allclose(sharded[s][k], single[s - 1][k], rtol=1e-5, err_msg=k)
+            np.testing.assert_allclose(data_parallel[s][k], single[s - 1][k], rtol=1e-5)
+    # Training changed the loss: the comparison is not between constants.
+    assert abs(single[-1]["loss"] - single[0]["loss"]) > 1e-3
+
+
+# --------------------------------------------------------------------------- resume
+
+
+def test_resume_is_bit_exact(straight, tmp_path):
+    """Stop after step 4 (total_steps=4, same schedule), rerun to 6: params, optimizer state and
+    the per-step metrics of steps 5 and 6 are bitwise those of the straight run."""
+    straight_dir, _ = straight
+    run(tmp_path, total_steps=4, **{"optim.total_steps": N})
+    assert ckpt_steps(tmp_path) == [2, 4]
+    run(tmp_path, total_steps=N)
+    assert ckpt_steps(tmp_path) == [2, 4, 6]
+    assert_trees_equal(load_state(tmp_path, N), load_state(straight_dir, N))
+    a, b = read_metrics(tmp_path), read_metrics(straight_dir)
+    for s in (5, 6):
+        for k in EXACT_KEYS + ("learning_rate",):
+            assert a[s][k] == b[s][k], (s, k)
+
+
+def test_corrupted_latest_checkpoint_falls_back(straight, tmp_path, caplog):
+    """Truncate every data file of checkpoint 6: the rerun warns, restores step 4, retrains
+    steps 5-6 and ends bitwise where the straight run ended."""
+    straight_dir, _ = straight
+    work = tmp_path / "run"
+    shutil.copytree(straight_dir / "checkpoints", work / "checkpoints")
+    reference = load_state(straight_dir, N)
+    files = [
+        f
+        for f in glob.glob(str(work / "checkpoints" / "6" / "state" / "**" / "*"), recursive=True)
+        if os.path.isfile(f) and "/d/" in f
+    ]
+    assert files
+    for f in files:
+        with open(f, "r+b") as fh:
+            fh.truncate(0)
+    with caplog.at_level(logging.WARNING):
+        run(work, total_steps=N)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("checkpoint step 6 is unreadable" in m for m in messages)
+    assert any("replacing the existing (unreadable) checkpoint of step 6" in m for m in messages)
+    assert sorted(read_metrics(work)) == [5, 6]  # only steps 5, 6 were (re)trained
+    assert_trees_equal(load_state(work, N), reference)
+
+
+def _wait_for_checkpoint(workdir, step, proc, timeout=240):
+    """Until checkpoints/<step> exists under its final name with its commit marker."""
+    marker = os.path.join(workdir, "checkpoints", str(step), "commit_success.txt")
+    t0 = time.monotonic()
+    while not os.path.exists(marker):
+        if proc.poll() is not None:
+            raise AssertionError(f"worker exited early: {proc.stdout.read()}")
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError("no checkpoint in time")
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_is_bit_exact(straight, tmp_path):
+    """A worker training to 6 stalls in its data pipeline after step 4 and is SIGKILLed once
+    checkpoint 4 is committed; resuming here to 6 reproduces the straight run bitwise."""
+    straight_dir, _ = straight
+    spec = {"workdir": str(tmp_path), "config": {"total_steps": N}, "sleep_from": 4}
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "trainer_worker.py"), json.dumps(spec)],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        _wait_for_checkpoint(str(tmp_path), 4, proc)
+        time.sleep(0.5)
+        assert proc.poll() is None, "worker should still be alive (stalled before step 5)"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert ckpt_steps(tmp_path) == [2, 4]
+    run(tmp_path, total_steps=N)
+    assert_trees_equal(load_state(tmp_path, N), load_state(straight_dir, N))
+    a, b = read_metrics(tmp_path), read_metrics(straight_dir)
+    for s in (5, 6):
+        for k in EXACT_KEYS:
+            assert a[s][k] == b[s][k], (s, k)
+
+
+# --------------------------------------------------------------------------- NaN
+
+
+def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
+    """Batch 2 (step 3) has infinite MLM weights: NonFiniteLossError names step 3, and the newest
+    checkpoint on disk is step 2 with finite parameters."""
+    config = make_config(total_steps=N)
+    task = make_task(config, inf_at=2)
+    with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 3.*last good checkpoint"):
+        train(config, str(tmp_path), task)
+    assert ckpt_steps(tmp_path) == [2]
+    state = load_state(tmp_path, 2)
+    assert int(state["step"]) == 2
+    assert all(np.all(np.isfinite(x)) for x in jax.tree_util.tree_leaves(state["params"]))
+    assert sorted(read_metrics(tmp_path)) == [1, 2]  # the NaN step was never logged
+
+
+# --------------------------------------------------------------------------- metrics output
+
+
+def _tb_events(directory):
+    """(tag, step, value) of every scalar in the TFRecord event files under `directory`."""
+    from tensorboardX.proto import event_pb2
+
+    out = []
+    files = glob.glob(os.path.join(directory, "**", "events.out.tfevents.*"), recursive=True)
+    for path in files:
+        with open(path, "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos < len(data):
+            (length,) = struct.unpack("<Q", data[pos : pos + 8])
+            pos += 12  # length + its crc
+            event = event_pb2.Event.FromString(data[pos : pos + length])
+            pos += length + 4  # data + its crc
+            for v in event.summary.value:
+                out.append((v.tag, event.step, v.simple_value))
+        assert pos == len(data), "truncated TFRecord"
+    return files, out
+
+
+def test_metrics_jsonl_and_tensorboard(straight):
+    workdir, last = straight
+    rows = read_metrics(workdir)
+    assert sorted(rows) == list(range(1, N + 1))
+    for s, row in rows.items():
+        for k in METRIC_KEYS:
+            assert k in row and np.isfinite(row[k]), (s, k)
+        assert 0 <= row["mlm_accuracy"] <= 1 and 0 <= row["sop_accuracy"] <= 1
+        assert row["step_time_s"] > 0 and row["mfu"] > 0
+        np.testing.assert_allclose(row["loss"], row["mlm_loss"] + row["sop_loss"], rtol=1e-6)
+        np.testing.assert_allclose(row["tokens_per_s"], BATCH * 16 / row["step_time_s"], rtol=1e-6)
+    assert rows[1]["learning_rate"] == 0.0 and rows[3]["learning_rate"] > 0  # warmup of 2
+    assert last["loss"] == rows[N]["loss"]
+
+    files, events = _tb_events(os.path.join(workdir, "tensorboard"))
+    assert files
+    tags = {t for t, _, _ in events}
+    for k in METRIC_KEYS:
+        assert f"train/{k}" in tags, k
+    by_tag_step = {(t, s): v for t, s, v in events}
+    for s in range(1, N + 1):
+        np.testing.assert_allclose(by_tag_step[("train/loss", s)], rows[s]["loss"], rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_no_mfu_without_peak_flops(tmp_path):
+    """peak_flops_per_device = 0 (default): no mfu; total_steps 1 means one step only."""
+    run(tmp_path, total_steps=1, **{"optim.warmup_steps": 0})
+    rows = read_metrics(tmp_path)
+    assert sorted(rows) == [1] and "mfu" not in rows[1] and "tokens_per_s" in rows[1]
+    assert ckpt_steps(tmp_path) == [1]
+
+
+# --------------------------------------------------------------------------- multi-process
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _two_processes(workdir, total_steps):
+    port = _free_port()
+    procs = []
+    for i in range(2):
+        cfg = {
+            "total_steps": total_steps,
+            "optim.total_steps": N,
+            "distributed.enabled": True,
+            "distributed.coordinator_address": f"127.0.0.1:{port}",
+            "distributed.num_processes": 2,
+            "distributed.process_id": i,
+        }
+        spec = {"workdir": str(workdir), "config": cfg}
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, os.path.join(HERE, "trainer_worker.py"), json.dumps(spec)],
+                env=child_env(devices=2),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+    outs = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=300)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        outs.append(out)
+    for p, out in zip(procs, outs, strict=True):
+        assert p.returncode == 0, out[-3000:]
+    return outs
+
+
+@pytest.mark.slow
+def test_two_processes_match_single_process_and_resume(straight, tmp_path):
+    """2 processes x 2 fake devices (mesh data=4): steps 1-4, then a resumed 5-6 from the jointly
+    written checkpoint 4; losses agree with the 8-device single-process run to 1e-5 relative."""
+    straight_dir, _ = straight
+    outs = _two_processes(tmp_path, 4)
+    assert "2 process(es)" in outs[0]
+    assert ckpt_steps(tmp_path) == [2, 4]
+    assert os.path.exists(tmp_path / "checkpoints" / "4" / "data" / "process_1-of-2.json")
+    outs = _two_processes(tmp_path, N)
+    assert "resumed from step 4" in outs[0]
+    rows, ref = read_metrics(tmp_path), read_metrics(straight_dir)
+    assert sorted(rows) == list(range(1, N + 1))
+    for s in range(1, N + 1):
+        for k in ("loss", "mlm_loss", "sop_loss", "grad_norm"):
+            np.testing.assert_allclose(rows[s][k], ref[s][k], rtol=1e-5, err_msg=f"{s} {k}")
