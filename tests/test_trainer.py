@@ -261,6 +261,33 @@ def test_resume_after_sigkill_is_bit_exact(straight, tmp_path):
             assert a[s][k] == b[s][k], (s, k)
 
 
+@pytest.mark.slow
+def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+    """Preemption: SIGTERM mid-run -> a checkpoint at the step reached, exit code 0."""
+    spec = {"workdir": str(tmp_path), "config": {"total_steps": 200}, "delay_from": 2}
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "trainer_worker.py"), json.dumps(spec)],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        _wait_for_checkpoint(str(tmp_path), 2, proc)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out[-3000:]
+    assert "SIGTERM received" in out
+    steps = ckpt_steps(tmp_path)
+    last = max(steps)
+    assert 2 < last < 200, steps  # saved where it stopped, long before the end
+    assert last == max(read_metrics(tmp_path)), "the final checkpoint is the last step trained"
+
+
 # --------------------------------------------------------------------------- NaN
 
 

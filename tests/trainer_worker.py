@@ -67,7 +67,9 @@ def tiny_model_config():
     )
 
 
-def _dataset(process_index, process_count, sleep_from=None, inf_at=None, batch=BATCH):
+def _dataset(
+    process_index, process_count, sleep_from=None, inf_at=None, batch=BATCH, delay_from=None
+):
     rows = batch // process_count
     lo = process_index * rows
 
@@ -75,6 +77,8 @@ def _dataset(process_index, process_count, sleep_from=None, inf_at=None, batch=B
         i = int(i)
         if sleep_from is not None and i >= sleep_from:
             time.sleep(3600)  # stall here so the test can SIGKILL us mid-run
+        if delay_from is not None and i >= delay_from:
+            time.sleep(0.5)  # slow steps, so a SIGTERM arrives mid-run
         b = make_global_batch(i, batch)
         if inf_at is not None and i == inf_at:
             b["masked_lm_weights"] = np.where(b["masked_lm_weights"] > 0, np.inf, 0.0).astype(
@@ -90,12 +94,12 @@ def _dataset(process_index, process_count, sleep_from=None, inf_at=None, batch=B
     )
 
 
-def make_task(config, sleep_from=None, inf_at=None):
+def make_task(config, sleep_from=None, inf_at=None, delay_from=None):
     from albert_jax.train.pretraining import PretrainingTask
 
     class SyntheticTask(PretrainingTask):
         def train_iterator(self, process_index, process_count):
-            return _dataset(process_index, process_count, sleep_from, inf_at)
+            return _dataset(process_index, process_count, sleep_from, inf_at, delay_from=delay_from)
 
         def eval_iterator(self, process_index, process_count):
             return _dataset(process_index, process_count)
@@ -138,7 +142,7 @@ def main(spec: dict) -> None:
     from albert_jax.train.trainer import train
 
     config = make_config(**spec.get("config", {}))
-    task = make_task(config, spec.get("sleep_from"), spec.get("inf_at"))
+    task = make_task(config, spec.get("sleep_from"), spec.get("inf_at"), spec.get("delay_from"))
     last = train(config, spec["workdir"], task)
     if "result" in spec:
         with open(spec["result"], "w") as f:
