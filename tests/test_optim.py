@@ -10,6 +10,7 @@ import optax
 import pytest
 
 from albert_jax import AlbertConfig
+from albert_jax.convert import tf as tf_convert
 from albert_jax.optim import (
     Label,
     adamw,
@@ -27,40 +28,10 @@ MODEL = AlbertConfig(num_layers=6, attention_groups=G, ffn_groups=1)
 STACKED = ("encoder/attention/",)
 B1, B2, EPS = 0.9, 0.999, 1e-6
 
-# Our path -> the reference's TF variable name ({g}: group index of a stacked leaf).
-GROUP = "bert/encoder/transformer/group_{g}/inner_group_0/"
+# Our path -> the reference's TF variable name ({g}: group index of a stacked leaf): the
+# converter's table, plus a fine-tuning head as run_classifier.py names it.
 TF_NAMES = {
-    "embeddings/word_embeddings": "bert/embeddings/word_embeddings",
-    "embeddings/position_embeddings": "bert/embeddings/position_embeddings",
-    "embeddings/token_type_embeddings": "bert/embeddings/token_type_embeddings",
-    "embeddings/LayerNorm/scale": "bert/embeddings/LayerNorm/gamma",
-    "embeddings/LayerNorm/bias": "bert/embeddings/LayerNorm/beta",
-    "encoder/projection/kernel": "bert/encoder/embedding_hidden_mapping_in/kernel",
-    "encoder/projection/bias": "bert/encoder/embedding_hidden_mapping_in/bias",
-    **{
-        f"encoder/attention/{n}/{k}": GROUP + f"attention_1/self/{n}/{k}"
-        for n in ("query", "key", "value")
-        for k in ("kernel", "bias")
-    },
-    "encoder/attention/output/kernel": GROUP + "attention_1/output/dense/kernel",
-    "encoder/attention/output/bias": GROUP + "attention_1/output/dense/bias",
-    "encoder/attention/LayerNorm/scale": GROUP + "LayerNorm/gamma",
-    "encoder/attention/LayerNorm/bias": GROUP + "LayerNorm/beta",
-    "encoder/ffn/intermediate/kernel": GROUP + "ffn_1/intermediate/dense/kernel",
-    "encoder/ffn/intermediate/bias": GROUP + "ffn_1/intermediate/dense/bias",
-    "encoder/ffn/output/kernel": GROUP + "ffn_1/intermediate/output/dense/kernel",
-    "encoder/ffn/output/bias": GROUP + "ffn_1/intermediate/output/dense/bias",
-    "encoder/ffn/LayerNorm/scale": GROUP + "LayerNorm_1/gamma",
-    "encoder/ffn/LayerNorm/bias": GROUP + "LayerNorm_1/beta",
-    "pooler/kernel": "bert/pooler/dense/kernel",
-    "pooler/bias": "bert/pooler/dense/bias",
-    "mlm/transform/kernel": "cls/predictions/transform/dense/kernel",
-    "mlm/transform/bias": "cls/predictions/transform/dense/bias",
-    "mlm/LayerNorm/scale": "cls/predictions/transform/LayerNorm/gamma",
-    "mlm/LayerNorm/bias": "cls/predictions/transform/LayerNorm/beta",
-    "mlm/output_bias": "cls/predictions/output_bias",
-    "sop/kernel": "cls/seq_relationship/output_weights",
-    "sop/bias": "cls/seq_relationship/output_bias",
+    **tf_convert.TF_NAMES,
     "classifier/kernel": "output_weights",
     "classifier/bias": "output_bias",
 }

@@ -216,6 +216,17 @@ def test_corrupted_latest_checkpoint_falls_back(straight, tmp_path, caplog):
     assert_trees_equal(load_state(work, N), reference)
 
 
+def spawn_worker(spec):
+    """tests/trainer_worker.py in a subprocess on 8 fake devices, output captured."""
+    return subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "trainer_worker.py"), json.dumps(spec)],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
 def _wait_for_checkpoint(workdir, step, proc, timeout=240):
     """Until checkpoints/<step> exists under its final name with its commit marker."""
     marker = os.path.join(workdir, "checkpoints", str(step), "commit_success.txt")
@@ -234,13 +245,7 @@ def test_resume_after_sigkill_is_bit_exact(straight, tmp_path):
     checkpoint 4 is committed; resuming here to 6 reproduces the straight run bitwise."""
     straight_dir, _ = straight
     spec = {"workdir": str(tmp_path), "config": {"total_steps": N}, "sleep_from": 4}
-    proc = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "trainer_worker.py"), json.dumps(spec)],
-        env=child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = spawn_worker(spec)
     try:
         _wait_for_checkpoint(str(tmp_path), 4, proc)
         time.sleep(0.5)
@@ -265,13 +270,7 @@ def test_resume_after_sigkill_is_bit_exact(straight, tmp_path):
 def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     """Preemption: SIGTERM mid-run -> a checkpoint at the step reached, exit code 0."""
     spec = {"workdir": str(tmp_path), "config": {"total_steps": 200}, "delay_from": 2}
-    proc = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "trainer_worker.py"), json.dumps(spec)],
-        env=child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = spawn_worker(spec)
     try:
         _wait_for_checkpoint(str(tmp_path), 2, proc)
         proc.send_signal(signal.SIGTERM)
