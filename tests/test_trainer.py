@@ -287,6 +287,14 @@ def test_sigterm_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     assert last == max(read_metrics(tmp_path)), "the final checkpoint is the last step trained"
 
 
+def test_relative_workdir(tmp_path, monkeypatch):
+    """The README passes a relative --workdir; orbax needs absolute paths, the trainer resolves."""
+    monkeypatch.chdir(tmp_path)
+    run("rel_run", total_steps=2, checkpoint_every=2, **{"optim.warmup_steps": 0})
+    assert ckpt_steps(tmp_path / "rel_run") == [2]
+    assert sorted(read_metrics(tmp_path / "rel_run")) == [1, 2]
+
+
 # --------------------------------------------------------------------------- NaN
 
 

@@ -179,6 +179,7 @@ def train(config, workdir: str, task) -> dict[str, float]:
     """Train (or resume) to `config.total_steps`; returns the last logged metrics."""
     maybe_initialize_distributed(config)
     is_main = jax.process_index() == 0
+    workdir = os.path.abspath(workdir)  # orbax requires absolute paths
     os.makedirs(workdir, exist_ok=True)
     if is_main:
         with open(os.path.join(workdir, "config.json"), "w") as f:

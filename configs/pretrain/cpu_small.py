@@ -24,15 +24,16 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     del arg
     config = trainer_defaults()
     config.data = get_data_config()
-    # A small ALBERT (E=128, H=256, 4 heads, L=4 applications of one shared block).
+    # A small ALBERT (E=128, H=128, 2 heads, L=4 applications of one shared block): ~0.8 s a
+    # step of 32 x 128 tokens on two CPU cores.
     config.model = ml_collections.ConfigDict(
-        {"preset": "albert-tiny", "hidden_size": 256, "num_heads": 4, "intermediate_size": 1024}
+        {"preset": "albert-tiny", "hidden_size": 128, "num_heads": 2, "intermediate_size": 512}
     )
     config.model.vocab_size = config.data.get_ref("vocab_size")
     config.model.max_position_embeddings = 128
-    config.total_steps = 400
-    config.optim.learning_rate = 2e-3
-    config.optim.warmup_steps = 40
+    config.total_steps = 300
+    config.optim.learning_rate = 4e-3
+    config.optim.warmup_steps = 30
     config.optim.total_steps = config.get_ref("total_steps")
     config.log_every = 25
     config.checkpoint_every = 100
