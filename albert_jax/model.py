@@ -63,7 +63,8 @@ def grouped_param(module: nn.Module, name: str, init, shape, axes, groups: int =
     stacked = module.param(
         name, nn.with_logical_partitioning(init, ("layers", *axes)), (groups, *shape), dtype
     )
-    return stacked[group]
+    # jnp.asarray: params given as NumPy arrays (e.g. `checkpoint.load`) cannot take a traced index.
+    return jnp.asarray(stacked)[group]
 
 
 def dropout(x, rate: float, key, deterministic: bool):
@@ -286,6 +287,7 @@ class AlbertOutput:
     pooled_output: jax.Array
     mlm_logits: jax.Array | None = None
     sop_logits: jax.Array | None = None
+    logits: jax.Array | None = None  # fine-tuning heads (albert_jax.heads)
     # L + 1 entries: the (projected) embedding output, then the output of every layer application.
     hidden_states: tuple[jax.Array, ...] | None = None
 
