@@ -39,7 +39,7 @@ class _ClassifierHead(AlbertModel):
 
 
 class AlbertForSequenceClassification(_ClassifierHead):
-    """Pooled [CLS] output -> dropout -> dense: logits [B, num_labels] (num_labels=1: regression)."""
+    """Pooled [CLS] output -> dropout -> dense: logits [B, num_labels] (1 label: regression)."""
 
     def __call__(
         self,

@@ -49,6 +49,11 @@ _DEFAULTS = dict(
     bias_correction=False,
     clip_norm=1.0,
     exclude=DEFAULT_EXCLUDE,
+    # Fine-tuning: learning-rate multipliers by path regex (first match wins), layer-wise decay
+    # (per-layer weights only), frozen parameters (path regexes: no update at all).
+    lr_multipliers=(),
+    layerwise_decay=1.0,
+    frozen=(),
 )
 
 
@@ -284,14 +289,109 @@ def default_optim_config() -> ml_collections.ConfigDict:
     return ml_collections.ConfigDict(dict(_DEFAULTS))
 
 
-def stacked_patterns(model_config) -> tuple[str, ...]:
-    """Path regexes of the leaves with a leading group axis under `model_config`'s layout."""
-    patterns = []
-    if model_config.attention_groups > 1:
-        patterns.append(r"(^|/)encoder/attention/")
-    if model_config.ffn_groups > 1:
-        patterns.append(r"(^|/)encoder/ffn/")
-    return tuple(patterns)
+def stacked_patterns(model_config) -> PathPredicate:
+    """The leaves with a leading layer/group axis under `model_config`'s layout (read from the
+    model's 'layers' logical axis, `sharing.stacked_paths`)."""
+    from albert_jax.sharing import stacked_paths
+
+    paths = stacked_paths(model_config)
+    return lambda path: path in paths
+
+
+def layer_depths(model_config) -> Callable[[str], Any]:
+    """Depth of a parameter for layer-wise learning-rate decay: embeddings (and the E->H
+    projection) 0, layer i's own weights i + 1 (a vector over the stacked axis), everything
+    else (pooler, heads) L + 1. Only per-layer weights have a depth: a shared block serves
+    every depth at once, so the decay is refused for it."""
+    import numpy as np
+
+    from albert_jax.sharing import stacked_paths
+
+    c, L = model_config, model_config.num_layers
+    shared = [
+        name for name, g in (("attention", c.attention_groups), ("ffn", c.ffn_groups)) if g != L
+    ]
+    if shared:
+        raise ValueError(
+            f"layer-wise learning-rate decay needs per-layer weights, but the {c.layout!r} layout "
+            f"shares encoder/{' and encoder/'.join(shared)} across layers (one set of weights "
+            "serves every depth). Unshare first (`--config.unshare=all`), or use per-group "
+            "multipliers (`optim.lr_multipliers`), which work with any layout."
+        )
+    stacked = stacked_paths(c)
+
+    def depth(path: str):
+        if path.startswith(("embeddings/", "encoder/projection/")):
+            return 0
+        if path in stacked:
+            return np.arange(1, L + 1)
+        return L + 1
+
+    return depth
+
+
+def lr_factors(params: Any, optim_config, model_config) -> dict[str, Any]:
+    """{path: learning-rate factor} for every leaf: multiplier (first matching regex of
+    `lr_multipliers`) x layerwise_decay ** (L + 1 - depth), 0 for `frozen` leaves. A factor of a
+    stacked leaf is a vector over its layer axis. Leaves with factor 1 are omitted."""
+    import numpy as np
+
+    multipliers = [
+        (re.compile(p), float(m)) for p, m in _pairs(_field(optim_config, "lr_multipliers"))
+    ]
+    frozen = path_matcher(_regexes(_field(optim_config, "frozen")) or None)
+    decay = float(_field(optim_config, "layerwise_decay"))
+    depth = layer_depths(model_config) if decay != 1.0 else None
+    L = model_config.num_layers
+    factors = {}
+
+    def one(path, _):
+        f = next((m for c, m in multipliers if c.search(path)), 1.0)
+        if depth is not None:
+            f = f * decay ** (L + 1 - np.asarray(depth(path), np.float64))
+        if frozen(path):
+            f = 0.0
+        if np.any(np.asarray(f) != 1.0):
+            factors[path] = np.asarray(f, np.float32)
+        return None
+
+    _map_with_path(one, params)
+    return factors
+
+
+def _regexes(value) -> tuple[str, ...]:
+    """Regexes from a sequence or a comma-separated string (command-line friendly)."""
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    return tuple(value or ())
+
+
+def _pairs(value) -> list[tuple[str, float]]:
+    """(regex, multiplier) pairs from a sequence of pairs or 'regex=m,regex=m'."""
+    if isinstance(value, str):
+        out = []
+        for item in _regexes(value):
+            regex, sep, m = item.rpartition("=")
+            if not sep:
+                raise ValueError(f"optim.lr_multipliers: {item!r} is not 'regex=multiplier'")
+            out.append((regex, float(m)))
+        return out
+    return [(str(p), float(m)) for p, m in (value or ())]
+
+
+def scale_by_path(factors: dict[str, Any]) -> optax.GradientTransformation:
+    """u *= factors[path] (a scalar, or a vector broadcast over a stacked leaf's axis 0)."""
+
+    def update_fn(updates, state, params=None):
+        def one(path, u):
+            if path not in factors:
+                return u
+            f = jnp.asarray(factors[path], u.dtype)
+            return u * f.reshape(f.shape + (1,) * (u.ndim - f.ndim))
+
+        return _map_with_path(one, updates), state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update_fn)
 
 
 def _field(optim_config, name: str) -> Any:
@@ -306,9 +406,11 @@ def _optimizer_name(optim_config) -> str:
 
 
 def make_optimizer(
-    optim_config, model_config
+    optim_config, model_config, params: Any = None
 ) -> tuple[optax.GradientTransformation, optax.Schedule]:
-    """(clip_by_global_norm(clip_norm) + lamb | adamw, the lr schedule) from an attribute config.
+    """(clip_by_global_norm(clip_norm) + lamb | adamw [+ per-path lr factors], the lr schedule)
+    from an attribute config. `params` (any tree with the model's paths, shapes optional) is
+    needed only for `lr_multipliers`, `layerwise_decay` and `frozen`.
 
     Missing fields take `default_optim_config()`'s values; clip_norm 0 or None turns clipping off.
     """
@@ -337,4 +439,11 @@ def make_optimizer(
     clip = get("clip_norm")
     if clip:
         tx = optax.chain(optax.clip_by_global_norm(clip), tx)
+    wants_factors = get("lr_multipliers") or get("frozen") or float(get("layerwise_decay")) != 1
+    if wants_factors:
+        if params is None:
+            raise ValueError("lr_multipliers / layerwise_decay / frozen need the parameter tree")
+        factors = lr_factors(params, optim_config, model_config)
+        if factors:
+            tx = optax.chain(tx, scale_by_path(factors))
     return tx, schedule

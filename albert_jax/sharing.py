@@ -8,6 +8,7 @@ the shared weights ("ALBERT used as BERT"), and the model computes exactly what 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -21,6 +22,27 @@ SUB_BLOCKS = {"attention": "attention_groups", "ffn": "ffn_groups"}
 def layer_groups(groups: int, num_layers: int) -> np.ndarray:
     """Group index of every layer application: `(i * G) // L`."""
     return (np.arange(num_layers) * groups) // num_layers
+
+
+@functools.lru_cache(maxsize=64)
+def stacked_paths(config: AlbertConfig) -> frozenset[str]:
+    """Paths ('encoder/ffn/output/kernel') of the leaves with a leading layer/group axis, read
+    from the logical axis names the model declares ('layers' first): the one source of truth
+    for the optimizer's per-layer trust ratio and layer-wise learning rates."""
+    import flax.linen as nn
+
+    from albert_jax.model import AlbertModel
+
+    ids = jax.ShapeDtypeStruct((1, 1), np.int32)
+    boxed = jax.eval_shape(lambda: AlbertModel(config).init(jax.random.PRNGKey(0), ids))
+    leaves = jax.tree_util.tree_leaves_with_path(
+        boxed["params"], is_leaf=lambda x: isinstance(x, nn.Partitioned)
+    )
+    return frozenset(
+        "/".join(str(k.key) for k in path)
+        for path, leaf in leaves
+        if isinstance(leaf, nn.Partitioned) and leaf.names[:1] == ("layers",)
+    )
 
 
 def source_groups(src: int, dst: int, num_layers: int) -> np.ndarray:
