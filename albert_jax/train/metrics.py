@@ -8,6 +8,7 @@ QK^T and PV cost the full 2 * T * H each per token, nothing is halved.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 
@@ -57,27 +58,52 @@ class MetricWriter:
             self._tb.close()
 
 
+def log_to_file(path: str) -> None:
+    """Library INFO logging (orbax, absl, grain) goes to `path`; the console keeps warnings and
+    errors only, so it shows the progress bar and one line per evaluation."""
+    root = logging.getLogger()
+    if any(getattr(h, "baseFilename", None) == os.path.abspath(path) for h in root.handlers):
+        return
+    for h in root.handlers:
+        h.setLevel(max(h.level, logging.WARNING))
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(min(root.level, logging.INFO) if root.level else logging.INFO)
+
+
+DEFAULT_PROGRESS_KEYS = ("loss", "mlm_accuracy", "sop_accuracy", "learning_rate")
+
+
 class Progress:
     """A console progress bar with ETA and the latest metrics (process 0 only)."""
 
-    def __init__(self, start: int, total: int, enabled: bool = True):
+    def __init__(self, start: int, total: int, enabled: bool = True, bar: bool = True, keys=None):
+        self.keys = tuple(keys or DEFAULT_PROGRESS_KEYS)
         self.bar = tqdm(
             total=total,
             initial=start,
             unit="step",
             dynamic_ncols=True,
-            disable=not enabled,
+            disable=not (enabled and bar),
             mininterval=1.0,
         )
+        self.enabled = enabled
         self.t0 = time.perf_counter()
 
     def update(self, step: int, scalars: dict[str, float] | None = None) -> None:
         self.bar.update(step - self.bar.n)
         if scalars:
-            keys = ("loss", "mlm_accuracy", "sop_accuracy", "learning_rate")
             self.bar.set_postfix(
-                {k: f"{scalars[k]:.4g}" for k in keys if k in scalars}, refresh=False
+                {k: f"{scalars[k]:.4g}" for k in self.keys if k in scalars}, refresh=False
             )
+
+    def write(self, line: str) -> None:
+        """A line above the bar (the bar is redrawn below it)."""
+        if not self.bar.disable:
+            self.bar.write(line)
+        elif self.enabled:
+            print(line, flush=True)
 
     def close(self) -> None:
         self.bar.close()

@@ -6,6 +6,7 @@ denominators, so gradient accumulation reproduces the full batch.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from albert_jax import presets
@@ -21,11 +22,17 @@ def model_config_from(config):
 
 
 class PretrainingTask:
+    """`albert_jax.train.trainer.Task` for MLM + SOP/NSP pretraining."""
+
+    progress_keys = ("loss", "mlm_accuracy", "sop_accuracy", "learning_rate")
+
     def __init__(self, config, data_config, model_config=None):
         self.config = config
         self.data = data_config
         self.model_config = model_config or model_config_from(config)
         self.model = AlbertForPreTraining(self.model_config)
+        self.global_batch_size = int(data_config.global_batch_size)
+        self.seq_length = int(data_config.max_seq_length)
 
     def dummy_batch(self):
         ids = jnp.zeros((1, 8), jnp.int32)
@@ -69,6 +76,21 @@ class PretrainingTask:
         return self._iterator(
             self.config.eval_split, process_index, process_count, worker_count=0, num_epochs=1
         )
+
+    def eval_step(self, params, batch):
+        return self.loss(params, batch, self.normalizers(batch), None)[1]
+
+    def evaluate(self, run, step, split=None) -> dict[str, float]:
+        """Mean of the per-batch metrics over `config.eval_batches` held-out batches (every
+        batch is full and has the same size, so each weighs the same)."""
+        del step, split
+        it = self.eval_iterator(jax.process_index(), jax.process_count())
+        n = int(self.config.eval_batches)
+        sums: dict[str, float] = {}
+        for _ in range(n):
+            for k, v in run(next(it)).items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+        return {k: v / n for k, v in sums.items()}
 
     def flops_per_example(self) -> float:
         return train_flops_per_sequence(

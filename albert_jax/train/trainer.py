@@ -1,12 +1,12 @@
 """One trainer for pretraining and fine-tuning: sharded train state, jitted step with gradient
 accumulation, evaluation, orbax checkpoints with exact resume, metrics.
 
-A *task* supplies what differs between jobs (see `albert_jax.train.pretraining.PretrainingTask`):
-`model_config`, `model`, `dummy_batch()`, `normalizers(batch)`, `loss(params, batch, normalizers,
-rng)`, `train_iterator(process_index, process_count)`, `eval_iterator(...)` and
-`flops_per_example()`. Its loss and metrics are sums over the examples it is given divided by
-normalizers computed on the whole global batch, so the micro-batch contributions add up to exactly
-the full-batch values.
+A *task* (`Task` below; `albert_jax.train.pretraining.PretrainingTask`, the fine-tuning tasks in
+`albert_jax.tasks`) supplies everything that differs between jobs; `train()` knows no task by name.
+Its loss and metrics are sums over the examples it is given divided by normalizers computed on the
+whole global batch, so the micro-batch contributions add up to exactly the full-batch values.
+Evaluation is the task's: the trainer hands it a function that runs the jitted `eval_step` on a
+process-local batch and returns the gathered global outputs on the host.
 
 Exact resume: the state holds the step, parameters, optimizer state and a base key; the dropout
 key of step s is fold_in(key, s), the learning rate a function of s, and the data iterator state
@@ -21,7 +21,8 @@ import logging
 import os
 import signal
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import flax.linen as nn
 import flax.struct
@@ -34,11 +35,37 @@ from jax.sharding import NamedSharding, PartitionSpec
 from albert_jax import partitioning
 from albert_jax.optim import make_optimizer
 from albert_jax.train.checkpoints import Checkpointer
-from albert_jax.train.metrics import MetricWriter, Progress
+from albert_jax.train.metrics import MetricWriter, Progress, log_to_file
 
 
 class NonFiniteLossError(FloatingPointError):
     pass
+
+
+class Task(Protocol):
+    """What `train()` needs from a job. Optional members are marked; see the implementations."""
+
+    model_config: Any  # AlbertConfig
+    model: nn.Module
+    global_batch_size: int
+    seq_length: int  # for tokens/s
+    progress_keys: tuple[str, ...]  # metrics shown on the progress bar
+
+    def dummy_batch(self) -> dict[str, Any]: ...  # model.init keyword arguments
+    def normalizers(self, batch) -> dict[str, jax.Array]: ...  # whole-global-batch denominators
+    def loss(self, params, batch, norms, rng) -> tuple[jax.Array, dict]: ...  # rng None: eval
+    def train_iterator(self, process_index: int, process_count: int): ...  # grain, checkpointable
+    def flops_per_example(self) -> float: ...  # training FLOPs (forward + backward)
+    def eval_step(self, params, batch) -> Any: ...  # jitted by the trainer
+    # `run(local_batch)` -> eval_step's outputs for the global batch, on the host.
+    def evaluate(self, run: Callable, step: int, split: str | None = None) -> dict: ...
+
+    # Optional:
+    # pretrained_params() -> {path: np.ndarray} | None: weights to start from (when not resuming)
+    # fresh_params: regexes of paths that start fresh even if the source has them
+    # best_metric: (name, 'max' | 'min'): keep the best model checkpoint by this eval metric
+    # save_model(path, params, info): write a model checkpoint (for the best one)
+    # final_splits: splits evaluated with the best parameters at the end (predictions written)
 
 
 @flax.struct.dataclass
@@ -112,16 +139,18 @@ def make_train_step(task, tx, schedule, mesh, accum_steps: int):
     return train_step
 
 
-def make_eval_step(task):
-    def eval_step(params, batch):
-        return task.loss(params, batch, task.normalizers(batch), None)[1]
-
-    return eval_step
-
-
 def _rules(config):
     rules = config.get("logical_rules", None)
     return tuple(tuple(r) for r in rules) if rules else partitioning.DEFAULT_RULES
+
+
+def param_shapes(task):
+    """The task model's parameter tree as ShapeDtypeStructs (logical boxes removed)."""
+    return nn.meta.unbox(
+        jax.eval_shape(lambda: task.model.init(jax.random.PRNGKey(0), **task.dummy_batch()))[
+            "params"
+        ]
+    )
 
 
 def create_state(task, tx, mesh, rules, seed: int):
@@ -160,6 +189,55 @@ def global_batch(local: dict[str, np.ndarray], mesh) -> dict[str, jax.Array]:
     }
 
 
+def to_host(tree):
+    """Global arrays -> NumPy on every process (an all-gather when there are several)."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
+def load_pretrained(params, source: dict[str, np.ndarray], shardings, fresh=()) -> tuple:
+    """`params` with every leaf that `source` ({path: array}) has replaced by it, placed with its
+    sharding. Leaves matching a `fresh` regex keep their initialization. Returns (params,
+    report): what was loaded, what is new, what was dropped. A shape mismatch on a leaf that is
+    not declared fresh is an error naming the leaf."""
+    from flax import traverse_util
+
+    from albert_jax.optim import path_matcher
+
+    is_fresh = path_matcher(tuple(fresh) or None)
+    flat = traverse_util.flatten_dict(params, sep="/")
+    flat_shardings = traverse_util.flatten_dict(shardings, sep="/")
+    loaded, new, bad = [], [], []
+    for path, leaf in flat.items():
+        if path not in source or is_fresh(path):
+            new.append(path)
+            continue
+        value = np.asarray(source[path])
+        if value.shape != leaf.shape:
+            bad.append(f"{path}: source {value.shape}, model {leaf.shape}")
+            continue
+        flat[path] = jax.device_put(value.astype(leaf.dtype), flat_shardings[path])
+        loaded.append(path)
+    if bad:
+        raise ValueError(
+            "pretrained weights do not fit the model: " + "; ".join(bad) + ". A head trained for "
+            "another label set must start fresh: add its path regex to `fresh_params` "
+            "(e.g. --config.fresh_params='^classifier/')"
+        )
+    dropped = sorted(set(source) - set(loaded) - set(new))
+    report = {"loaded": sorted(loaded), "new": sorted(new), "dropped": dropped}
+    return traverse_util.unflatten_dict(flat, sep="/"), report
+
+
+def _summarize(paths: list[str]) -> str:
+    """'embeddings/*, encoder/*' style summary of a path list (top two levels)."""
+    tops = sorted({"/".join(p.split("/")[:2]) for p in paths})
+    return ", ".join(tops) if tops else "none"
+
+
 class _StopSignal:
     """SIGTERM (preemption) asks for a final checkpoint and a clean exit."""
 
@@ -176,21 +254,27 @@ class _StopSignal:
 
 
 def train(config, workdir: str, task) -> dict[str, float]:
-    """Train (or resume) to `config.total_steps`; returns the last logged metrics."""
+    """Train (or resume) to `config.total_steps`; returns the last logged training metrics.
+
+    With `task.best_metric`, the best evaluation's parameters are kept as a model checkpoint in
+    `workdir/best` (`best.json` says which step), and at the end `task.final_splits` are
+    evaluated with them; everything evaluated is also in `workdir/results.json`."""
     maybe_initialize_distributed(config)
     is_main = jax.process_index() == 0
     workdir = os.path.abspath(workdir)  # orbax requires absolute paths
     os.makedirs(workdir, exist_ok=True)
     if is_main:
+        log_to_file(os.path.join(workdir, "train.log"))
         with open(os.path.join(workdir, "config.json"), "w") as f:
             f.write(config.to_json_best_effort(indent=2, sort_keys=True))
 
     mesh = partitioning.make_mesh(tuple(config.mesh_shape))
     rules = _rules(config)
-    tx, schedule = make_optimizer(config.optim, task.model_config)
+    tx, schedule = make_optimizer(config.optim, task.model_config, param_shapes(task))
     init, shardings, abstract = create_state(task, tx, mesh, rules, int(config.seed))
     batch_shard = partitioning.batch_sharding(mesh)
     accum = int(config.get("grad_accum_steps", 1))
+    batch_size = int(task.global_batch_size)
 
     with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
         step_fn = jax.jit(
@@ -199,7 +283,11 @@ def train(config, workdir: str, task) -> dict[str, float]:
             out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())),
             donate_argnums=(0,),
         )
-        eval_fn = jax.jit(make_eval_step(task), in_shardings=(shardings.params, batch_shard))
+        eval_fn = jax.jit(task.eval_step, in_shardings=(shardings.params, batch_shard))
+
+        def evaluate(params, step, split=None):
+            run = lambda local: to_host(eval_fn(params, global_batch(local, mesh)))
+            return task.evaluate(run, step, split)
 
         train_iter = task.train_iterator(jax.process_index(), jax.process_count())
         ckpt = Checkpointer(
@@ -211,6 +299,21 @@ def train(config, workdir: str, task) -> dict[str, float]:
         if state is None:
             state = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(int(config.seed)))
             start = 0
+            source = getattr(task, "pretrained_params", lambda: None)()
+            if source is not None:
+                params, report = load_pretrained(
+                    state.params, source, shardings.params, getattr(task, "fresh_params", ())
+                )
+                state = state.replace(params=params)
+                if is_main:
+                    print(
+                        f"initialized from {getattr(task, 'init_source', 'pretrained weights')}: "
+                        f"loaded {len(report['loaded'])} ({_summarize(report['loaded'])}), "
+                        f"new {len(report['new'])} ({_summarize(report['new'])}), dropped "
+                        f"{len(report['dropped'])} ({_summarize(report['dropped'])})",
+                        flush=True,
+                    )
+                    logging.info("pretrained weights: %s", json.dumps(report))
         else:
             start = int(restored_step)
         if is_main:
@@ -222,10 +325,18 @@ def train(config, workdir: str, task) -> dict[str, float]:
             )
 
         total = int(config.total_steps)
+        eval_every = int(config.get("eval_every", 0) or 0)
         writer = MetricWriter(workdir, enabled=is_main)
-        progress = Progress(start, total, enabled=is_main and config.get("progress_bar", True))
+        progress = Progress(
+            start,
+            total,
+            enabled=is_main,
+            bar=config.get("progress_bar", True),
+            keys=getattr(task, "progress_keys", None),
+        )
+        best = _Best(workdir, getattr(task, "best_metric", None))
         stop = _StopSignal()
-        flops_per_step = task.flops_per_example() * int(config.data.global_batch_size)
+        flops_per_step = task.flops_per_example() * batch_size
         peak = float(config.get("peak_flops_per_device", 0.0)) * jax.device_count()
         last: dict[str, float] = {}
         pending = None  # (step, device metrics): read one step late
@@ -244,8 +355,8 @@ def train(config, workdir: str, task) -> dict[str, float]:
             if step % int(config.log_every) == 0 or step == total:
                 dt = (time.perf_counter() - interval_t) / interval_steps
                 values["step_time_s"] = dt
-                values["examples_per_s"] = int(config.data.global_batch_size) / dt
-                values["tokens_per_s"] = values["examples_per_s"] * int(config.data.max_seq_length)
+                values["examples_per_s"] = batch_size / dt
+                values["tokens_per_s"] = values["examples_per_s"] * int(task.seq_length)
                 values["model_tflops_per_s"] = flops_per_step / dt / 1e12
                 if peak > 0:
                     values["mfu"] = flops_per_step / dt / peak
@@ -255,6 +366,7 @@ def train(config, workdir: str, task) -> dict[str, float]:
             last = values
 
         try:
+            step = start
             for step in range(start + 1, total + 1):
                 batch = global_batch(next(train_iter), mesh)
                 state, metrics = step_fn(state, batch)
@@ -266,8 +378,15 @@ def train(config, workdir: str, task) -> dict[str, float]:
                     read(*pending)  # never save a non-finite state
                     pending = None
                     ckpt.save(step, state, train_iter, force=True)
-                if config.get("eval_every", 0) and step % int(config.eval_every) == 0:
-                    evaluate(task, eval_fn, state.params, mesh, config, writer, step)
+                if eval_every and (step % eval_every == 0 or step == total):
+                    values = evaluate(state.params, step)
+                    writer.write(step, values, prefix="eval")
+                    progress.write(f"step {step}: eval " + _format(values))
+                    if best.update(step, values):
+                        host = to_host(state.params)  # a collective: every process takes part
+                        if is_main:  # written atomically: a crash keeps the previous best
+                            task.save_model(os.path.join(workdir, "best"), host, best.record)
+                        best.commit(is_main)
                     interval_t = time.perf_counter()  # step times exclude evaluation
                 if preempted:
                     break
@@ -278,20 +397,71 @@ def train(config, workdir: str, task) -> dict[str, float]:
             ckpt.close()
             progress.close()
             writer.close()
+
+        if best.enabled and step == total and best.step is not None:
+            _final_evaluation(task, evaluate, best, shardings, workdir, is_main)
     if is_main:
-        print(json.dumps({"step": step if total > start else start, **last}), flush=True)
+        print(json.dumps({"step": step, **last}), flush=True)
     return last
 
 
-def evaluate(task, eval_fn, params, mesh, config, writer, step) -> dict[str, float]:
-    """Mean of the per-batch metrics over `config.eval_batches` held-out batches."""
-    it = task.eval_iterator(jax.process_index(), jax.process_count())
-    sums: dict[str, float] = {}
-    n = int(config.eval_batches)
-    for _ in range(n):
-        m = jax.device_get(eval_fn(params, global_batch(next(it), mesh)))
-        for k, v in m.items():
-            sums[k] = sums.get(k, 0.0) + float(v)
-    values = {k: v / n for k, v in sums.items()}
-    writer.write(step, values, prefix="eval")
-    return values
+def _format(values: dict[str, float]) -> str:
+    return " ".join(f"{k}={v:.4g}" for k, v in values.items() if isinstance(v, float | int))
+
+
+class _Best:
+    """The best evaluation so far by the task's metric, persisted in `workdir/best.json` so a
+    resumed run keeps comparing against it."""
+
+    def __init__(self, workdir: str, spec):
+        self.path = os.path.join(workdir, "best.json")
+        self.enabled = spec is not None
+        self.name, self.mode = spec if spec else (None, None)
+        self.step, self.value, self.record = None, None, {}
+        if self.enabled and os.path.exists(self.path):
+            with open(self.path) as f:
+                saved = json.load(f)
+            self.step, self.value, self.record = saved["step"], saved["value"], saved
+        self._candidate = None
+
+    def update(self, step: int, values: dict[str, float]) -> bool:
+        if not self.enabled:
+            return False
+        if self.name not in values:
+            raise KeyError(
+                f"best_metric {self.name!r} is not among the eval metrics {sorted(values)}"
+            )
+        v = float(values[self.name])
+        better = self.value is None or (v > self.value if self.mode == "max" else v < self.value)
+        if better:
+            self._candidate = {"step": step, "metric": self.name, "value": v, "eval": values}
+            self.record = self._candidate
+        return better
+
+    def commit(self, is_main: bool) -> None:
+        """After the model checkpoint is written: best.json points at it."""
+        c = self._candidate
+        self.step, self.value = c["step"], c["value"]
+        if is_main:
+            tmp = self.path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(c, f, indent=2)
+            os.replace(tmp, self.path)
+
+
+def _final_evaluation(task, evaluate, best, shardings, workdir, is_main) -> None:
+    """Evaluate `task.final_splits` with the best parameters (predictions written by the task);
+    results.json gets the best step's metrics and these."""
+    from albert_jax import checkpoint
+
+    _, params = checkpoint.load(os.path.join(workdir, "best"))
+    params = jax.tree_util.tree_map(jax.device_put, params, shardings.params)
+    results = {"best_step": best.step, "metric": best.name, "best_eval": best.record["eval"]}
+    for split in getattr(task, "final_splits", ()):
+        values = evaluate(params, best.step, split)
+        results[split] = values
+        if is_main:
+            print(f"best step {best.step}, {split}: " + _format(values), flush=True)
+    if is_main:
+        with open(os.path.join(workdir, "results.json"), "w") as f:
+            json.dump(results, f, indent=2, sort_keys=True)
