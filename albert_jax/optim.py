@@ -339,7 +339,7 @@ def lr_factors(params: Any, optim_config, model_config) -> dict[str, Any]:
     multipliers = [
         (re.compile(p), float(m)) for p, m in _pairs(_field(optim_config, "lr_multipliers"))
     ]
-    frozen = path_matcher(_regexes(_field(optim_config, "frozen")) or None)
+    frozen = path_matcher(regex_list(_field(optim_config, "frozen")) or None)
     decay = float(_field(optim_config, "layerwise_decay"))
     depth = layer_depths(model_config) if decay != 1.0 else None
     L = model_config.num_layers
@@ -359,7 +359,7 @@ def lr_factors(params: Any, optim_config, model_config) -> dict[str, Any]:
     return factors
 
 
-def _regexes(value) -> tuple[str, ...]:
+def regex_list(value) -> tuple[str, ...]:
     """Regexes from a sequence or a comma-separated string (command-line friendly)."""
     if isinstance(value, str):
         return tuple(v.strip() for v in value.split(",") if v.strip())
@@ -370,7 +370,7 @@ def _pairs(value) -> list[tuple[str, float]]:
     """(regex, multiplier) pairs from a sequence of pairs or 'regex=m,regex=m'."""
     if isinstance(value, str):
         out = []
-        for item in _regexes(value):
+        for item in regex_list(value):
             regex, sep, m = item.rpartition("=")
             if not sep:
                 raise ValueError(f"optim.lr_multipliers: {item!r} is not 'regex=multiplier'")

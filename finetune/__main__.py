@@ -1,13 +1,43 @@
-"""`python -m finetune`: the fine-tuning entry point. Fine-tuning tasks (classification, SQuAD,
-RACE) arrive with their own issue; until then this says so and exits with an error instead of
-pretending. Today: convert and unshare a checkpoint with `python -m albert_jax.convert SRC OUT
---unshare`, and train through `albert_jax.train.trainer.train` with a task object."""
+r"""Fine-tuning: `python -m finetune --config configs/finetune/TASK.py --workdir DIR
+[--config.init=SRC] [--config.unshare=all|attention|ffn] [--config.seeds=0,1,2]`.
 
-import sys
+SRC is our checkpoint or anything `python -m albert_jax.convert` reads (a transformers directory,
+a Google TF1 checkpoint, a pretraining workdir). The best dev checkpoint is kept in DIR/best (our
+format, with its head and tokenizer: `python -m finetune.predict --checkpoint DIR/best`), dev and
+test predictions of it in DIR/predictions, metrics in DIR/metrics.jsonl and DIR/results.json;
+with several seeds each has its own DIR/seed_S and DIR/summary.json holds mean ± std. Rerunning
+the command resumes.
+"""
+
+from __future__ import annotations
+
+import os
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from albert_jax.tasks.finetuning import run
+from albert_jax.train.metrics import log_to_file
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory: checkpoints, metrics, predictions.")
+
+
+def main(argv):
+    del argv
+    if _CONFIG.value is None or _WORKDIR.value is None:
+        raise app.UsageError("--config and --workdir are required")
+    config = _CONFIG.value
+    log_to_file(os.path.join(_WORKDIR.value, "train.log"))  # library chatter off the console
+    name = config.task.get("prepare", "")
+    if name and config.task.train and not os.path.exists(config.task.train):
+        from albert_jax.tasks import datasets
+
+        out = os.path.dirname(config.task.train)
+        print(f"building the {name} dataset in {out} (python -m finetune.prepare {name})")
+        datasets.prepare(name, out)
+    run(config, _WORKDIR.value)
+
 
 if __name__ == "__main__":
-    sys.exit(
-        "python -m finetune: fine-tuning tasks are not implemented yet (they come with the "
-        "fine-tuning issue). Use `python -m albert_jax.convert SRC OUT --unshare` to prepare a "
-        "checkpoint."
-    )
+    app.run(main)

@@ -58,18 +58,29 @@ class MetricWriter:
             self._tb.close()
 
 
+def _console_filter(record: logging.LogRecord) -> bool:
+    """Console: our own warnings and everyone's errors; library chatter (absl-logged: orbax,
+    TFDS, grain) only in the log file."""
+    return record.levelno >= logging.ERROR or (
+        record.levelno >= logging.WARNING and record.name != "absl"
+    )
+
+
 def log_to_file(path: str) -> None:
-    """Library INFO logging (orbax, absl, grain) goes to `path`; the console keeps warnings and
-    errors only, so it shows the progress bar and one line per evaluation."""
+    """All INFO logging goes to `path`; the console keeps the progress bar, one line per
+    evaluation, our warnings and errors. Idempotent."""
+    path = os.path.abspath(path)
     root = logging.getLogger()
-    if any(getattr(h, "baseFilename", None) == os.path.abspath(path) for h in root.handlers):
+    if any(getattr(h, "baseFilename", None) == path for h in root.handlers):
         return
     for h in root.handlers:
-        h.setLevel(max(h.level, logging.WARNING))
+        if _console_filter not in h.filters:
+            h.addFilter(_console_filter)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
-    root.setLevel(min(root.level, logging.INFO) if root.level else logging.INFO)
+    root.setLevel(logging.INFO)
 
 
 DEFAULT_PROGRESS_KEYS = ("loss", "mlm_accuracy", "sop_accuracy", "learning_rate")

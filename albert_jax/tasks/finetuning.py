@@ -1,0 +1,550 @@
+"""Fine-tuning tasks for the one trainer: sequence classification, regression, token tagging.
+
+`FinetuneData` reads the starting checkpoint (anything `albert_jax.convert` reads, or a
+pretraining workdir), applies `unshare`, picks the tokenizer and featurizes every split once;
+`ClassificationTask` / `TaggingTask` (the `albert_jax.train.trainer.Task` interface) add the
+head, the loss, the evaluation over whole splits (last batch padded and masked, metrics from the
+gathered predictions) and the prediction files. `run(config, workdir)` trains one or several
+seeds and summarizes them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from albert_jax import sharing
+from albert_jax.optim import path_matcher, regex_list
+from albert_jax.tasks import data as D
+from albert_jax.tasks import metrics as M
+from albert_jax.train.metrics import forward_flops_per_sequence
+
+TASK_TYPES = ("classification", "regression", "tagging")
+UNSHARE = {"": None, "all": ("attention", "ffn"), "attention": ("attention",), "ffn": ("ffn",)}
+INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+
+
+class FinetuneError(ValueError):
+    """A fine-tuning setup that cannot work (the message says what to change)."""
+
+
+# ---------------------------------------------------------------- the starting point and data
+
+
+def load_init(init: str, unshare: str = ""):
+    """(Source, notes): the checkpoint at `init` with the named sub-blocks unshared."""
+    from albert_jax.convert import load_source
+
+    if not init:
+        raise FinetuneError(
+            "config.init is empty: name the checkpoint to fine-tune (ours, a transformers "
+            "directory, a Google TF1 checkpoint or a pretraining workdir)"
+        )
+    if unshare not in UNSHARE:
+        raise FinetuneError(f"unshare must be one of {sorted(UNSHARE)}, got {unshare!r}")
+    source = load_source(init)
+    before = source.config.layout
+    blocks = UNSHARE[unshare] or ()
+    L = source.config.num_layers
+    groups = {f"{b}_groups": L for b in blocks}
+    if groups:
+        source.params, source.config = sharing.regroup(source.params, source.config, **groups)
+    notes = [f"layout {before} -> {source.config.layout}"] if groups else []
+    return source, notes
+
+
+class FinetuneData:
+    """Everything a run needs that does not depend on the seed: the model config, the starting
+    weights, the tokenizer, the label list and the featurized splits."""
+
+    def __init__(self, config, splits=("train", "dev", "test")):
+        t = config.task
+        self.task_type = t.type
+        if t.type not in TASK_TYPES:
+            raise FinetuneError(f"task.type must be one of {TASK_TYPES}, got {t.type!r}")
+        self.source, self.notes = load_init(config.init, config.get("unshare", "") or "")
+        self.fresh_params = regex_list(config.get("fresh_params", ()))
+        overrides = {k: v for k, v in config.get("model", {}).items() if v is not None}
+        self.classifier_dropout = float(overrides.pop("classifier_dropout", 0.1))
+        self.model_config = self.source.config.replace(**overrides)
+        self.tokenizer = self._tokenizer(config)
+        self.max_seq_length = int(t.max_seq_length)
+        if self.max_seq_length > self.model_config.max_position_embeddings:
+            raise FinetuneError(
+                f"task.max_seq_length={self.max_seq_length} exceeds the model's "
+                f"max_position_embeddings={self.model_config.max_position_embeddings}"
+            )
+        paths = {s: t.get(s, "") for s in splits}
+        if not paths.get("train") and "train" in splits:
+            raise FinetuneError("task.train is empty: name the training file")
+        self.examples = {s: self._read(p, t) for s, p in paths.items() if p}
+        limit = int(config.get("max_train_examples", 0) or 0)
+        if limit and "train" in self.examples:
+            self.examples["train"] = self.examples["train"][:limit]
+        self.labels = self._labels(t)
+        self.features, self.stats = {}, {}
+        for split, examples in self.examples.items():
+            self.features[split], self.stats[split] = self._featurize(examples, t)
+
+    def _tokenizer(self, config):
+        from albert_jax.tokenization import load_tokenizer
+
+        where = config.get("tokenizer", "")
+        tok = load_tokenizer(where) if where else self.source.tokenizer
+        if tok is None:
+            raise FinetuneError(
+                f"{config.init} has no tokenizer: name one with --config.tokenizer=DIR"
+            )
+        if tok.vocab_size != self.model_config.vocab_size:
+            raise FinetuneError(
+                f"the tokenizer{' at ' + where if where else ''} has {tok.vocab_size} entries but "
+                f"the model {config.init} has vocab_size={self.model_config.vocab_size}: they "
+                "do not belong together"
+            )
+        return tok
+
+    def _read(self, path, t):
+        if self.task_type == "tagging":
+            return D.read_conll(path)
+        return D.read_examples(
+            path,
+            text_a=t.text_a,
+            text_b=t.get("text_b", "") or None,
+            label=t.label,
+            task_type=self.task_type,
+        )
+
+    def _labels(self, t) -> list[str] | None:
+        if self.task_type == "regression":
+            return None
+        labels = list(t.get("labels", ()) or ()) or D.label_list(self.examples["train"])
+        head = getattr(self.source, "head", None)
+        if head and head.get("labels") and list(head["labels"]) != labels:
+            if not path_matcher(self.fresh_params or None)("classifier/kernel"):
+                raise FinetuneError(
+                    f"{t.train}: labels {labels} differ from the labels of the head in "
+                    f"{self.source.location} ({head['labels']}); start that head fresh with "
+                    "--config.fresh_params='^classifier/'"
+                )
+        return labels
+
+    def _featurize(self, examples, t):
+        if self.task_type == "tagging":
+            return D.featurize_tagging(
+                examples,
+                self.tokenizer,
+                self.max_seq_length,
+                self.labels,
+                bool(t.get("space_between_words", True)),
+            )
+        return D.featurize_classification(
+            examples, self.tokenizer, self.max_seq_length, self.labels
+        )
+
+    def head(self, config) -> dict[str, Any]:
+        t = config.task
+        kind = "token_classification" if self.task_type == "tagging" else "sequence_classification"
+        head = {
+            "type": kind,
+            "num_labels": 1 if self.labels is None else len(self.labels),
+            "classifier_dropout": self.classifier_dropout,
+            "task_type": self.task_type,
+            "max_seq_length": self.max_seq_length,
+        }
+        if self.labels is not None:
+            head["labels"] = self.labels
+        if self.task_type == "tagging":
+            head.update(scheme=t.scheme, space_between_words=bool(t.space_between_words))
+        else:
+            head.update(text_a=t.text_a, text_b=t.get("text_b", "") or None, label=t.label)
+        return head
+
+
+# ---------------------------------------------------------------- tasks
+
+
+class FinetuneTask:
+    """What classification and tagging share: model, iterators, evaluation loop, saving."""
+
+    progress_keys = ("loss", "accuracy", "learning_rate")
+    final_splits = ("dev", "test")
+
+    def __init__(self, config, data: FinetuneData, workdir: str | None = None):
+        from albert_jax.heads import build_model
+
+        self.config, self.data = config, data
+        self.model_config = data.model_config
+        self.head = data.head(config)
+        self.model = build_model(self.model_config, self.head)
+        self.global_batch_size = int(config.batch_size)
+        self.eval_batch_size = int(config.get("eval_batch_size", 0) or config.batch_size)
+        self.seq_length = data.max_seq_length
+        self.fresh_params = data.fresh_params
+        self.init_source = data.source.location
+        self.workdir = workdir
+        metric = M.best_metric_name(data.task_type, config.get("best_metric", "") or None)
+        self.best_metric = (metric, "max" if M.higher_is_better(metric) else "min")
+
+    # --- trainer interface
+    def dummy_batch(self):
+        return {"input_ids": jnp.zeros((1, 8), jnp.int32)}
+
+    def pretrained_params(self):
+        from flax import traverse_util
+
+        return traverse_util.flatten_dict(self.data.source.params, sep="/")
+
+    def apply(self, params, batch, rng):
+        return self.model.apply(
+            {"params": params},
+            *(batch[k] for k in INPUTS),
+            deterministic=rng is None,
+            rngs=None if rng is None else {"dropout": rng},
+        ).logits
+
+    def train_iterator(self, process_index, process_count):
+        import grain
+
+        feats = self.data.features["train"]
+        n, B = len(feats["input_ids"]), self.global_batch_size
+        if B % process_count:
+            raise FinetuneError(f"batch_size {B} is not divisible by {process_count} processes")
+        b = B // process_count
+        seed = int(self.config.seed)
+
+        @functools.lru_cache(maxsize=2)
+        def order(epoch):  # a fresh permutation per epoch, a pure function of (seed, epoch)
+            return np.random.default_rng([seed, epoch]).permutation(n)
+
+        def load(k):  # global batch k, this process's rows of it
+            pos = int(k) * B + process_index * b + np.arange(b)
+            rows = np.array([order(e)[j] for e, j in zip(*np.divmod(pos, n), strict=True)])
+            return {key: v[rows] for key, v in feats.items() if key != "word_ids"}
+
+        return iter(
+            grain.MapDataset.range(2**40)
+            .map(load)
+            .to_iter_dataset(grain.ReadOptions(num_threads=0, prefetch_buffer_size=0))
+        )
+
+    def flops_per_example(self) -> float:
+        return 3.0 * forward_flops_per_sequence(self.model_config, self.seq_length, 0)
+
+    def save_model(self, path, params, info):
+        from albert_jax import checkpoint
+
+        checkpoint.save(
+            path, self.model_config, params, tokenizer=self.data.tokenizer, info=info,
+            head=self.head,
+        )  # fmt: skip
+
+    def evaluate(self, run, step, split=None) -> dict[str, float]:
+        """Scores the whole split (`dev` unless named); with a named split (the final
+        evaluation) the predictions are written to `workdir/predictions/SPLIT.jsonl`."""
+        name = split or "dev"
+        if name not in self.data.features:
+            return {}
+        outputs = predict_all(run, self.data.features[name], self.eval_batch_size)
+        rows, values = self.score(name, outputs)
+        if split is not None and self.workdir and jax.process_index() == 0:
+            write_jsonl(os.path.join(self.workdir, "predictions", f"{name}.jsonl"), rows)
+        return values
+
+
+class ClassificationTask(FinetuneTask):
+    """Single sentences or pairs; `regression` is the one-output head with squared error."""
+
+    def normalizers(self, batch):
+        return {"examples": jnp.asarray(batch["input_ids"].shape[0], jnp.float32)}
+
+    def loss(self, params, batch, norms, rng):
+        logits = self.apply(params, batch, rng)
+        n = norms["examples"]
+        if self.data.task_type == "regression":
+            err = jnp.square(logits[:, 0] - batch["label"])
+            return jnp.sum(err) / n, {"mse": jnp.sum(err) / n}
+        logp = jax.nn.log_softmax(logits)
+        nll = -jnp.take_along_axis(logp, batch["label"][:, None], axis=1)[:, 0]
+        correct = jnp.argmax(logits, -1) == batch["label"]
+        return jnp.sum(nll) / n, {"accuracy": jnp.sum(correct) / n}
+
+    def eval_step(self, params, batch):
+        return self.apply(params, batch, None)
+
+    def score(self, split, logits):
+        examples, feats = self.data.examples[split], self.data.features[split]
+        rows = []
+        if self.data.task_type == "regression":
+            preds = logits[:, 0]
+            values = M.regression_metrics(feats["label"], preds) if "label" in feats else {}
+            for ex, p in zip(examples, preds, strict=True):
+                rows.append(_row(ex, prediction=float(p)))
+            return rows, values
+        preds = logits.argmax(-1)
+        probs = jax.nn.softmax(logits, -1)
+        values = M.classification_metrics(feats["label"], preds) if "label" in feats else {}
+        for ex, p, pr in zip(examples, preds, np.asarray(probs), strict=True):
+            rows.append(
+                _row(ex, prediction=self.data.labels[p], probabilities=np.round(pr, 6).tolist())
+            )
+        return rows, values
+
+
+class TaggingTask(FinetuneTask):
+    """A tag per word, predicted at the word's first piece (BIO / BMES, entity-level F1)."""
+
+    def normalizers(self, batch):
+        return {"tokens": jnp.maximum(jnp.sum(batch["labels"] >= 0), 1).astype(jnp.float32)}
+
+    def loss(self, params, batch, norms, rng):
+        logits = self.apply(params, batch, rng)
+        labels = batch["labels"]
+        mask = labels >= 0  # only first pieces: the masked mean over the global batch's words
+        logp = jax.nn.log_softmax(logits)
+        nll = -jnp.take_along_axis(logp, jnp.maximum(labels, 0)[..., None], axis=-1)[..., 0]
+        n = norms["tokens"]
+        correct = (jnp.argmax(logits, -1) == labels) & mask
+        return jnp.sum(nll * mask) / n, {"accuracy": jnp.sum(correct) / n}
+
+    def eval_step(self, params, batch):
+        return jnp.argmax(self.apply(params, batch, None), -1).astype(jnp.int32)
+
+    def score(self, split, preds):
+        examples, feats = self.data.examples[split], self.data.features[split]
+        labels = self.data.labels  # words cut by max_seq_length get the "nothing here" tag
+        default = next((t for t in ("O", "S") if t in labels), labels[0])
+        predicted = []
+        for ex, p, w in zip(examples, preds, feats["word_ids"], strict=True):
+            tags = [default] * len(ex.words)
+            for pos in np.nonzero(w >= 0)[0]:
+                tags[w[pos]] = self.data.labels[p[pos]]
+            predicted.append(tags)
+        values = {}
+        if examples and examples[0].tags is not None:
+            m = M.tagging_metrics([ex.tags for ex in examples], predicted, self.head["scheme"])
+            per_type = m.pop("per_type")
+            values = {**m, **{f"{k}_f1": v["f1"] for k, v in per_type.items() if k != "W"}}
+        rows = [_row(ex, predicted=tags) for ex, tags in zip(examples, predicted, strict=True)]
+        return rows, values
+
+
+def make_task(config, data: FinetuneData, workdir=None) -> FinetuneTask:
+    cls = TaggingTask if data.task_type == "tagging" else ClassificationTask
+    return cls(config, data, workdir)
+
+
+# ---------------------------------------------------------------- evaluation helpers
+
+
+def predict_all(run, feats: dict[str, np.ndarray], batch_size: int) -> np.ndarray:
+    """`run` over every example once, in order: the last batch is padded (with copies of the
+    first example) and the padding dropped. Each process feeds its rows of each global batch."""
+    n = len(feats["input_ids"])
+    P, p = jax.process_count(), jax.process_index()
+    if batch_size % P:
+        raise FinetuneError(f"eval_batch_size {batch_size} is not divisible by {P} processes")
+    outs = []
+    for lo in range(0, n, batch_size):
+        idx = np.arange(lo, lo + batch_size)
+        idx = np.where(idx < n, idx, 0).reshape(P, -1)[p]
+        outs.append(np.asarray(run({k: feats[k][idx] for k in INPUTS})))
+    return np.concatenate(outs)[:n] if outs else np.zeros((0,))
+
+
+def _row(example, **fields) -> dict[str, Any]:
+    row = {"where": example.where}
+    if isinstance(example, D.TaggedExample):
+        row["words"] = example.words
+        if example.tags is not None:
+            row["tags"] = example.tags
+    else:
+        row["text_a"] = example.text_a
+        if example.text_b is not None:
+            row["text_b"] = example.text_b
+        if example.label is not None:
+            row["label"] = example.label
+    return {**row, **fields}
+
+
+def write_jsonl(path: str, rows) -> None:
+    """All rows, then one rename: a reader never sees half a file."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- runs
+
+
+def resolve_schedule(config, num_train: int):
+    """A copy of `config` with steps from epochs: total_steps (unless set), warmup from
+    `warmup_fraction`, evaluation and checkpoints once per epoch (unless set)."""
+    config = config.copy_and_resolve_references()
+    per_epoch = max(1, math.ceil(num_train / int(config.batch_size)))
+    total = int(config.total_steps or 0) or math.ceil(float(config.num_epochs) * per_epoch)
+    with config.unlocked():
+        config.steps_per_epoch = per_epoch
+        config.total_steps = total
+        config.optim.total_steps = total
+        config.optim.warmup_steps = int(round(float(config.warmup_fraction) * total))
+        config.eval_every = int(config.eval_every or 0) or per_epoch
+        config.checkpoint_every = int(config.checkpoint_every or 0) or config.eval_every
+    return config
+
+
+def parse_seeds(config) -> list[int]:
+    seeds = config.get("seeds", "")
+    if isinstance(seeds, int):
+        return [seeds]
+    if isinstance(seeds, str):
+        seeds = [s for s in seeds.replace(" ", "").split(",") if s]
+    return [int(s) for s in seeds] or [int(config.seed)]
+
+
+def run(config, workdir: str) -> dict[str, Any]:
+    """Fine-tune once per seed (`workdir/seed_S` when there are several); returns the summary
+    (also in `workdir/summary.json`): per-seed results and mean ± std of dev and test metrics."""
+    from albert_jax.train.trainer import train
+
+    seeds = parse_seeds(config)
+    data = FinetuneData(config)
+    _print_data(data)
+    per_seed = {}
+    for seed in seeds:
+        c = resolve_schedule(config, len(data.examples["train"]))
+        with c.unlocked():
+            c.seed = seed
+        wd = workdir if len(seeds) == 1 else os.path.join(workdir, f"seed_{seed}")
+        task = make_task(c, data, os.path.abspath(wd))
+        train(c, wd, task)
+        per_seed[seed] = _seed_result(wd, c)
+    summary = summarize(per_seed, data)
+    if jax.process_index() == 0:
+        with open(os.path.join(workdir, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2, sort_keys=True)
+        print(format_summary(summary), flush=True)
+    return summary
+
+
+def _print_data(data: FinetuneData) -> None:
+    if jax.process_index() != 0:
+        return
+    for note in data.notes:
+        print(f"note: {note}", flush=True)
+    for split, s in data.stats.items():
+        cut = s.get("truncated", 0)
+        extra = f", {s['words_dropped']} words dropped" if s.get("words_dropped") else ""
+        print(f"{split}: {s['examples']} examples, {cut} truncated{extra}", flush=True)
+
+
+def _seed_result(workdir: str, config) -> dict[str, Any]:
+    with open(os.path.join(workdir, "results.json")) as f:
+        res = json.load(f)
+    evals = {}
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        for line in f:
+            row = json.loads(line)
+            if row["split"] == "eval":
+                evals[row["step"]] = row
+    metric = res["metric"]
+    first = evals.get(config.steps_per_epoch, {}).get(metric)
+    last = evals[max(evals)] if evals else {}
+    return {
+        "metric": metric,
+        "best_step": res["best_step"],
+        "dev": res.get("dev", {}),
+        "test": res.get("test", {}),
+        "dev_first_epoch": first,
+        "dev_last": last.get(metric),
+    }
+
+
+def summarize(per_seed: dict[int, dict], data: FinetuneData) -> dict[str, Any]:
+    """mean and sample std (ddof=1; 0 for one seed) of every scalar metric over seeds."""
+    out = {"seeds": sorted(per_seed), "per_seed": {str(k): v for k, v in per_seed.items()}}
+    for split in ("dev", "test"):
+        keys = sorted({k for r in per_seed.values() for k in r[split]})
+        out[split] = {k: _mean_std([r[split].get(k) for r in per_seed.values()]) for k in keys}
+    for key in ("dev_first_epoch", "dev_last"):
+        out[key] = _mean_std([r[key] for r in per_seed.values()])
+    out["metric"] = next(iter(per_seed.values()))["metric"]
+    out["layout"] = data.model_config.layout
+    return out
+
+
+def _mean_std(values):
+    v = np.asarray([x for x in values if x is not None], np.float64)
+    if v.size == 0:
+        return None
+    return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else 0.0}
+
+
+def format_summary(summary) -> str:
+    lines = [f"seeds {summary['seeds']} ({summary['layout']} layout): mean ± std"]
+    for split in ("dev", "test"):
+        for k, ms in summary[split].items():
+            if ms is not None:
+                lines.append(f"  {split} {k}: {ms['mean']:.4f} ± {ms['std']:.4f}")
+    fe = summary["dev_first_epoch"]
+    if fe:
+        lines.append(f"  dev {summary['metric']} after epoch 1: {fe['mean']:.4f} ± {fe['std']:.4f}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- prediction from a checkpoint
+
+
+def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_size: int = 64):
+    """Predictions of a fine-tuned checkpoint (ours, with its head) for every example of
+    `input_path` (the task's file format: JSONL / TSV / CSV, or CoNLL / JSONL words for tagging),
+    written as JSONL. Returns the metrics when the input has labels, else {}."""
+    import ml_collections
+
+    from albert_jax import checkpoint
+
+    head = checkpoint.load_head(checkpoint_dir)
+    if not head or head.get("type") not in ("sequence_classification", "token_classification"):
+        raise FinetuneError(
+            f"{checkpoint_dir} has no fine-tuning head (head: {head}); predict needs a "
+            "checkpoint written by `python -m finetune` (WORKDIR/best)"
+        )
+    task_config = {
+        k: head.get(k, d)
+        for k, d in (("text_a", "text"), ("text_b", ""), ("label", "label"), ("scheme", "BIO"))
+    }
+    task_config.update(
+        type=head["task_type"],
+        max_seq_length=head["max_seq_length"],
+        labels=tuple(head.get("labels", ())),
+        space_between_words=head.get("space_between_words", True),
+        input=input_path,
+    )
+    config = ml_collections.ConfigDict(
+        {
+            "init": checkpoint_dir,
+            "task": {**task_config, "text_b": task_config["text_b"] or ""},
+            "model": {"classifier_dropout": head.get("classifier_dropout", 0.1)},
+            "batch_size": batch_size,
+            "seed": 0,
+        }
+    )
+    data = FinetuneData(config, splits=("input",))
+    task = make_task(config, data)
+    params = data.source.params
+    eval_fn = jax.jit(task.eval_step)
+    outputs = predict_all(
+        lambda b: jax.device_get(eval_fn(params, b)), data.features["input"], batch_size
+    )
+    rows, values = task.score("input", outputs)
+    write_jsonl(os.path.abspath(output_path), rows)
+    return values

@@ -1,0 +1,67 @@
+"""What every fine-tuning config shares: the reference's fine-tuning recipe and trainer defaults.
+
+Not a config itself; `sentiment.py`, `ner.py`, `seg.py` and `tsv.py` build on it. Optimizer: the
+original `run_classifier.py` (AdamW, weight decay 0.01 except LayerNorm and biases, eps 1e-6,
+global-norm clipping 1.0, linear warmup then linear decay to 0; LAMB with `optim.name=lamb`).
+"""
+
+import ml_collections
+from ml_collections import config_dict
+
+from albert_jax.optim import default_optim_config
+from configs.pretrain.common import trainer_defaults
+
+
+def get_common(task_type: str) -> ml_collections.ConfigDict:
+    c = trainer_defaults()
+    c.init = "runs/cpu_small/model"  # ours, transformers dir, TF1 checkpoint or pretrain workdir
+    c.unshare = ""  # '' keeps the checkpoint's layout; all | attention | ffn: per-layer copies
+    c.fresh_params = ""  # path regexes that start fresh even if the checkpoint has them
+    c.tokenizer = ""  # '' = the checkpoint's tokenizer
+    c.seeds = ""  # '0,1,2': one run per seed in WORKDIR/seed_S, then mean ± std
+    c.batch_size = 32
+    c.eval_batch_size = 64
+    c.num_epochs = 3.0
+    c.total_steps = 0  # > 0 overrides num_epochs
+    c.warmup_fraction = 0.1
+    c.eval_every = 0  # 0: once per epoch
+    c.checkpoint_every = 0  # 0: at every evaluation
+    c.keep_checkpoints = 1
+    c.log_every = 20
+    c.max_train_examples = 0  # > 0: the first N training examples only
+    c.best_metric = ""  # '' = accuracy / pearson / f1 by task type
+    # Model overrides (None keeps the checkpoint's value). Encoder and classifier dropout are
+    # separate settings: v2 models fine-tune with encoder dropout 0, classifier dropout 0.1.
+    c.model = ml_collections.ConfigDict(
+        {
+            "hidden_dropout": config_dict.placeholder(float),
+            "attention_dropout": config_dict.placeholder(float),
+            "classifier_dropout": 0.1,
+            "dtype": config_dict.placeholder(str),
+            "remat": config_dict.placeholder(str),
+        }
+    )
+    c.optim = default_optim_config()
+    c.optim.name = "adamw"
+    c.optim.learning_rate = 2e-5
+    c.optim.end_lr = 0.0
+    c.optim.power = 1.0
+    c.task = ml_collections.ConfigDict(
+        {
+            "type": task_type,  # classification | regression | tagging
+            "train": "",
+            "dev": "",
+            "test": "",
+            "prepare": "",  # a finetune.prepare dataset built when `train` is missing
+            "max_seq_length": 128,
+            "labels": (),  # () = the sorted labels of the training file
+            # classification / regression files (TSV/CSV with a header, or JSONL)
+            "text_a": "text",
+            "text_b": "",
+            "label": "label",
+            # tagging (CoNLL: word<TAB>tag, blank line between sentences)
+            "scheme": "BIO",  # BIO | BMES
+            "space_between_words": True,  # False for Chinese (no spaces between words)
+        }
+    )
+    return c

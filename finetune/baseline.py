@@ -1,0 +1,25 @@
+"""`python -m finetune.baseline {sentiment,ner,seg} --data DIR`: dev/test metrics of a simple
+non-neural baseline (TF-IDF + logistic regression; per-word majority tag), one JSON line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from albert_jax.tasks import datasets
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m finetune.baseline", description=__doc__)
+    parser.add_argument("name", choices=sorted(datasets.BASELINES))
+    parser.add_argument("--data", help="dataset directory (default: data/finetune/NAME)")
+    args = parser.parse_args(argv)
+    data_dir = args.data or os.path.join("data", "finetune", args.name)
+    result = datasets.BASELINES[args.name](data_dir)
+    print(json.dumps({"task": args.name, "data": data_dir, **result}))
+    return result
+
+
+if __name__ == "__main__":
+    main()

