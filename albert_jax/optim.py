@@ -51,9 +51,9 @@ _DEFAULTS = dict(
     exclude=DEFAULT_EXCLUDE,
     # Fine-tuning: learning-rate multipliers by path regex (first match wins), layer-wise decay
     # (per-layer weights only), frozen parameters (path regexes: no update at all).
-    lr_multipliers=(),
+    lr_multipliers="",  # 'regex=m,regex=m'
     layerwise_decay=1.0,
-    frozen=(),
+    frozen="",  # 'regex,regex'
 )
 
 

@@ -389,3 +389,54 @@ def test_make_optimizer_defaults_and_clipping():
     assert np.abs(after[0.0]["pooler/kernel"]).max() == pytest.approx(1.0, rel=1e-6)
     assert np.abs(after[1.0]["pooler/kernel"]).max() < 0.1
     assert after[None]["pooler/kernel"].max() == after[0.0]["pooler/kernel"].max()
+
+
+# ---------------------------------------------------------------- fine-tuning learning rates
+
+
+def _tree(config):
+    from albert_jax.heads import param_shapes
+
+    head = {"type": "sequence_classification", "num_labels": 2}
+    return jax.tree.map(lambda s: np.ones(s.shape, np.float32), param_shapes(config, head))
+
+
+def _one_step(optim, config, params):
+    """The update of one AdamW step with gradient 1 everywhere (lr constant: no warmup)."""
+    optim.warmup_steps = 0
+    tx, _ = make_optimizer(optim, config, params)
+    grads = jax.tree.map(np.ones_like, params)
+    updates, _ = tx.update(grads, tx.init(params), params)
+    return flat(updates)
+
+
+def test_lr_multipliers_layerwise_decay_and_frozen():
+    config = AlbertConfig(
+        vocab_size=11, embedding_size=4, hidden_size=8, num_layers=3, num_heads=2,
+        intermediate_size=6, max_position_embeddings=8,
+    ).with_layout("none")  # fmt: skip
+    params = _tree(config)
+    base = optim_config("adamw", clip_norm=0.0, weight_decay=0.0)
+    plain = _one_step(base, config, params)
+    cfg = optim_config(
+        "adamw", clip_norm=0.0, weight_decay=0.0,
+        lr_multipliers="^classifier/=10,^embeddings/=0.5", layerwise_decay=0.5,
+        frozen="^pooler/",
+    )  # fmt: skip
+    got = _one_step(cfg, config, params)
+    ratio = lambda p: got[p] / plain[p]
+    # depth: embeddings 0, layer i i+1, head L+1 -> factor 0.5 ** (L + 1 - depth)
+    np.testing.assert_allclose(ratio("embeddings/word_embeddings"), 0.5 * 0.5**4)
+    np.testing.assert_allclose(ratio("encoder/projection/kernel"), 0.5**4)
+    q = ratio("encoder/attention/query/kernel")
+    for layer in range(3):
+        np.testing.assert_allclose(q[layer], 0.5 ** (3 - layer), rtol=1e-6)
+    np.testing.assert_allclose(ratio("classifier/kernel"), 10.0)
+    assert not np.any(got["pooler/kernel"]) and not np.any(got["pooler/bias"])  # frozen
+    # A shared block has no depth: refused with a message that says what to do instead.
+    with pytest.raises(
+        ValueError, match=r"'all' layout shares encoder/attention and encoder/ffn.*Unshare"
+    ):
+        make_optimizer(cfg, config.with_layout("all"), _tree(config.with_layout("all")))
+    with pytest.raises(ValueError, match="not 'regex=multiplier'"):
+        make_optimizer(optim_config("adamw", lr_multipliers="oops"), config, params)
