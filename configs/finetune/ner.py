@@ -1,4 +1,4 @@
-"""People's Daily 1998-01 named entities (PER / LOC / ORG, BIO over the corpus's words).
+"""People's Daily 1998-01 named entities (PER / LOC / ORG), character-level BIO.
 
   python -m finetune --config configs/finetune/ner.py --workdir runs/ft_ner
   python -m finetune --config configs/finetune/ner.py --workdir runs/ft_ner_unshared \
