@@ -3,14 +3,23 @@
     PATH/
       config.json       AlbertConfig.to_json() (AlbertConfig.from_json reads it back)
       checkpoint.json   {"format": "albert_jax", "version": 1, "tokenizer": "sentencepiece" |
-                        "wordpiece" | null, "info": {...}} (info: where the weights came from)
+                        "wordpiece" | null, "head": {...} | null, "info": {...}}
+                        (info: where the weights came from)
       params/           orbax StandardCheckpointer directory with the parameter tree
       tokenizer/        optional: spiece.model or vocab.txt, plus tokenizer.json settings
+
+`head` is the fine-tuning head dict of `albert_jax.heads` (`{"type": "sequence_classification",
+"num_labels": 3, ...}`, stored as JSON), or null for a pretraining / backbone checkpoint; files
+written before heads existed have no `head` key and read as null. The parameter tree is exactly
+`heads.param_shapes(config, head)`: with null, the backbone plus optionally the pretraining heads
+`mlm` and `sop`; with a classification head, the backbone plus `classifier` and nothing else (a
+fine-tuned model has no use for `mlm`/`sop`, and no export format has a place for them).
 
 Saves are atomic: everything is written into a temporary directory next to PATH, which then
 takes PATH's place in one rename (an atomic exchange when PATH already exists), so a crash leaves
 either the previous checkpoint or the new one, never a mix. `load` checks every parameter's
-path and shape against the config before restoring any data.
+path and shape against the config and head before restoring any data. Save and load involve only
+the calling process, so process 0 of a multi-process job can write or read a checkpoint alone.
 """
 
 from __future__ import annotations
@@ -82,6 +91,43 @@ def write_atomically(path: str | os.PathLike, write: Callable[[str], Any]) -> An
         raise
 
 
+def _this_process_only():
+    """orbax options that make a checkpointer work on this process alone: no barriers with the
+    other processes of a multi-process job (which are not saving or loading this checkpoint)."""
+    import jax
+    import orbax.checkpoint as ocp
+
+    me = jax.process_index()
+    return ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
+
+
+# --- heads ---
+def normalize_head(head: Any, where: str = "head") -> dict[str, Any] | None:
+    """The head dict as stored: None for no head or a pretraining head, else a JSON copy (tuples
+    become lists) whose type, num_labels and labels `heads.build_model` accepts."""
+    if head is None:
+        return None
+    if not isinstance(head, dict):
+        raise CheckpointError(f"{where}: a head is a dict, got {type(head).__name__}")
+    if head.get("type") == "pretraining":
+        return None
+    try:
+        head = json.loads(json.dumps(head))
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{where}: the head dict is not JSON-serializable: {e}") from e
+    from albert_jax.heads import MODELS
+
+    kind, n = head.get("type"), head.get("num_labels")
+    if kind not in MODELS:
+        raise CheckpointError(f"{where}: unknown head type {kind!r} (one of {list(MODELS)})")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise CheckpointError(f"{where}: head {kind!r} needs num_labels >= 1, got {n!r}")
+    labels = head.get("labels")
+    if labels is not None and (not isinstance(labels, list) or len(labels) != n):
+        raise CheckpointError(f"{where}: head labels {labels!r} are not a list of {n} names")
+    return head
+
+
 # --- save / load ---
 def save(
     path: str | os.PathLike,
@@ -89,11 +135,15 @@ def save(
     params: dict[str, Any],
     tokenizer=None,
     info: dict[str, Any] | None = None,
+    head: dict[str, Any] | None = None,
 ) -> None:
-    """Writes (config, params[, tokenizer]) as an albert_jax checkpoint at `path`, atomically."""
+    """Writes (config, params[, tokenizer]) as an albert_jax checkpoint at `path`, atomically.
+    `head`: the fine-tuning head the params belong to (see the module docstring); None for a
+    pretraining or backbone-only checkpoint."""
     import jax
 
-    _check_tree(config, _shape_tree(params), f"params for {path}")
+    head = normalize_head(head, where=f"head for {path}")
+    check_tree(config, _shape_tree(params), f"params for {path}", head)
     if tokenizer is not None and tokenizer.vocab_size != config.vocab_size:
         raise CheckpointError(
             f"tokenizer has {tokenizer.vocab_size} entries, config vocab_size is "
@@ -106,7 +156,7 @@ def save(
 
         from albert_jax.tokenization import save_tokenizer
 
-        with ocp.StandardCheckpointer() as ckptr:
+        with ocp.StandardCheckpointer(multiprocessing_options=_this_process_only()) as ckptr:
             ckptr.save(os.path.join(tmp, PARAMS_DIR), host)
             ckptr.wait_until_finished()
         with open(os.path.join(tmp, CONFIG_FILE), "w") as f:
@@ -115,7 +165,13 @@ def save(
         if tokenizer is not None:
             save_tokenizer(tokenizer, os.path.join(tmp, TOKENIZER_DIR))
             kind = "wordpiece" if hasattr(tokenizer, "pieces") else "sentencepiece"
-        meta = {"format": FORMAT, "version": VERSION, "tokenizer": kind, "info": info or {}}
+        meta = {
+            "format": FORMAT,
+            "version": VERSION,
+            "tokenizer": kind,
+            "head": head,
+            "info": info or {},
+        }
         with open(os.path.join(tmp, META_FILE), "w") as f:
             json.dump(meta, f, indent=2, sort_keys=True)
 
@@ -147,19 +203,26 @@ def load_config(path: str | os.PathLike) -> AlbertConfig:
         raise CheckpointError(f"{path}: bad {CONFIG_FILE}: {e}") from e
 
 
+def load_head(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The checkpoint's head dict, or None (pretraining / backbone, or written before heads)."""
+    return normalize_head(read_meta(path).get("head"), where=f"{path}: {META_FILE}")
+
+
 def load(path: str | os.PathLike) -> tuple[AlbertConfig, dict[str, Any]]:
-    """(config, params) of an albert_jax checkpoint; params are host NumPy arrays."""
+    """(config, params) of an albert_jax checkpoint; params are host NumPy arrays. The head they
+    belong to is `load_head(path)`."""
     import jax
     import orbax.checkpoint as ocp
 
     path = os.path.abspath(os.fspath(path))
-    read_meta(path)
+    head = load_head(path)
     config = load_config(path)
     params_dir = os.path.join(path, PARAMS_DIR)
     try:
-        with ocp.StandardCheckpointer() as ckptr:
+        with ocp.StandardCheckpointer(multiprocessing_options=_this_process_only()) as ckptr:
             stored = ckptr.metadata(params_dir).item_metadata.tree
-            _check_tree(config, jax.tree_util.tree_map(lambda m: tuple(m.shape), stored), path)
+            shapes = jax.tree_util.tree_map(lambda m: tuple(m.shape), stored)
+            check_tree(config, shapes, path, head)
             device = jax.sharding.SingleDeviceSharding(jax.local_devices(backend="cpu")[0])
             target = jax.tree_util.tree_map(
                 lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), stored
@@ -188,14 +251,18 @@ def _shape_tree(params: dict[str, Any]) -> dict[str, Any]:
     return jax.tree_util.tree_map(lambda x: tuple(np.shape(x)), params)
 
 
-def _check_tree(config: AlbertConfig, shapes: dict[str, Any], where: str) -> None:
-    """Every parameter the config implies is present with its shape; nothing else is."""
+def check_tree(
+    config: AlbertConfig, shapes: dict[str, Any], where: str, head: dict[str, Any] | None = None
+) -> None:
+    """Every parameter the config and head imply is present with its shape; nothing else is.
+    `shapes`: a nested dict of shape tuples. Without a head, `mlm` and `sop` may be absent."""
     from albert_jax.convert.common import expected_shapes, flatten
 
     got = flatten(shapes) if isinstance(shapes, dict) else {}
-    want = expected_shapes(config)
-    heads_absent = {h for h in OPTIONAL_HEADS if not any(k.startswith(h + "/") for k in got)}
-    want = {k: v for k, v in want.items() if k.split("/")[0] not in heads_absent}
+    want = expected_shapes(config, head)
+    if head is None:
+        absent = {h for h in OPTIONAL_HEADS if not any(k.startswith(h + "/") for k in got)}
+        want = {k: v for k, v in want.items() if k.split("/")[0] not in absent}
     missing = sorted(set(want) - set(got))
     unexpected = sorted(set(got) - set(want))
     misshaped = sorted(
@@ -211,6 +278,7 @@ def _check_tree(config: AlbertConfig, shapes: dict[str, Any], where: str) -> Non
         if items
     ]
     if problems:
+        model = f"config and the {head['type']} head" if head else "config"
         raise CheckpointError(
-            f"{where}: parameters do not match the config; " + "; ".join(problems)
+            f"{where}: parameters do not match the {model}; " + "; ".join(problems)
         )

@@ -2,12 +2,16 @@ r"""Pretraining: `python -m pretrain --config configs/pretrain/NAME.py --workdir
 
 Builds the tokenizer and the tokenized corpus under the workdir if they are missing (process 0;
 the others wait), writes the resolved config into the workdir, and trains. Rerunning the same
-command resumes from the newest readable checkpoint with exactly the next batches.
+command resumes from the newest readable checkpoint with exactly the next batches. A run that
+reaches `total_steps` ends by writing `WORKDIR/model`: the final parameters as an albert_jax
+checkpoint with the corpus tokenizer, read back from the newest train-state checkpoint by the same
+code as `python -m albert_jax.convert WORKDIR OUT`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 
 import jax
 from absl import app, flags
@@ -36,6 +40,33 @@ def main(argv):
 
         multihost_utils.sync_global_devices("corpus built")
     train(config, _WORKDIR.value, PretrainingTask(config, data))
+    if jax.process_index() == 0:
+        write_model(_WORKDIR.value, int(config.total_steps))
+    if jax.process_count() > 1:  # the others wait, so no process exits while it writes
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices("model written")
+
+
+def write_model(workdir: str, total_steps: int) -> str | None:
+    """WORKDIR/model from the newest train-state checkpoint, if the run got to `total_steps` (a
+    preempted run is resumed later and writes it then); returns its path. The parameters come
+    from disk, so nothing sharded is gathered and only this process takes part."""
+    from albert_jax import checkpoint
+    from albert_jax.convert import load_workdir, workdir_steps
+
+    steps = workdir_steps(workdir)
+    if not steps or steps[-1] < total_steps:
+        print(f"stopped before step {total_steps}: {workdir}/model not written", flush=True)
+        return None
+    source = load_workdir(workdir)
+    for note in source.notes:
+        print(f"note: {note}", flush=True)
+    out = os.path.join(workdir, "model")
+    info = {"source": os.path.abspath(workdir), "step": source.step}
+    checkpoint.save(out, source.config, source.params, tokenizer=source.tokenizer, info=info)
+    print(json.dumps({"model": out, "step": source.step}), flush=True)
+    return out
 
 
 if __name__ == "__main__":

@@ -122,3 +122,92 @@ def test_damaged_params_fail_clearly(tmp_path, model_and_params):
                 os.remove(os.path.join(root, name))
     with pytest.raises(checkpoint.CheckpointError, match="cannot restore parameters"):
         checkpoint.load(path)
+
+
+# --- heads ----------------------------------------------------------------------------------------
+SEQ_HEAD = {
+    "type": "sequence_classification",
+    "num_labels": 3,
+    "classifier_dropout": 0.2,
+    "labels": ["neg", "neu", "pos"],
+    "task": {"name": "sentiment", "max_seq_length": 64},  # extra keys ride along
+}
+
+
+def head_params(config, head, seed=1):
+    from albert_jax.heads import param_shapes
+
+    rng = np.random.default_rng(seed)
+    return jax.tree_util.tree_map(
+        lambda s: rng.standard_normal(s.shape).astype(np.float32), param_shapes(config, head)
+    )
+
+
+@pytest.mark.parametrize(
+    "head",
+    [SEQ_HEAD, {"type": "token_classification", "num_labels": 5},
+     {"type": "sequence_classification", "num_labels": 1, "task_type": "regression"}],
+)  # fmt: skip
+def test_round_trip_with_a_head(tmp_path, model_and_params, head):
+    config, _ = model_and_params
+    params = head_params(config, head)
+    assert "classifier" in params and "mlm" not in params
+    checkpoint.save(tmp_path / "ckpt", config, params, head=head)
+    assert checkpoint.load_head(tmp_path / "ckpt") == head
+    with open(tmp_path / "ckpt" / "checkpoint.json") as f:
+        assert json.load(f)["head"] == head
+    loaded_config, loaded = checkpoint.load(tmp_path / "ckpt")
+    assert loaded_config == config
+    assert_same_tree(loaded, params)
+
+
+def test_pretraining_checkpoints_have_no_head(tmp_path, model_and_params):
+    config, params = model_and_params
+    checkpoint.save(tmp_path / "a", config, params, head={"type": "pretraining"})
+    assert checkpoint.load_head(tmp_path / "a") is None
+    # Written before heads existed: no "head" key at all.
+    with open(tmp_path / "a" / "checkpoint.json") as f:
+        meta = json.load(f)
+    del meta["head"]
+    with open(tmp_path / "a" / "checkpoint.json", "w") as f:
+        json.dump(meta, f)
+    assert checkpoint.load_head(tmp_path / "a") is None
+    assert_same_tree(checkpoint.load(tmp_path / "a")[1], params)
+
+
+def test_head_and_params_must_agree(tmp_path, model_and_params):
+    config, params = model_and_params
+    clf = head_params(config, SEQ_HEAD)
+    # A fine-tuned model is backbone + classifier: the pretraining heads are refused, not kept.
+    with pytest.raises(checkpoint.CheckpointError, match="the sequence_classification head; "
+                       "unexpected: \\['mlm/"):  # fmt: skip
+        checkpoint.save(tmp_path / "x", config, {**params, "classifier": clf["classifier"]},
+                        head=SEQ_HEAD)  # fmt: skip
+    backbone = {k: v for k, v in clf.items() if k != "classifier"}
+    with pytest.raises(checkpoint.CheckpointError, match="missing: \\['classifier/bias'"):
+        checkpoint.save(tmp_path / "x", config, backbone, head=SEQ_HEAD)
+    with pytest.raises(checkpoint.CheckpointError, match="classifier/kernel: \\(32, 3\\), exp"):
+        checkpoint.save(tmp_path / "x", config, clf, head={**SEQ_HEAD, "num_labels": 4,
+                                                           "labels": None})  # fmt: skip
+    with pytest.raises(checkpoint.CheckpointError, match="unexpected: \\['classifier/bias'"):
+        checkpoint.save(tmp_path / "x", config, {**params, "classifier": clf["classifier"]})
+    bad_heads = [
+        ({"type": "qa", "num_labels": 2}, "unknown head type 'qa'"),
+        ({"type": "token_classification", "num_labels": 0}, "num_labels >= 1"),
+        ({**SEQ_HEAD, "labels": ["a", "b"]}, "not a list of 3 names"),
+        ({**SEQ_HEAD, "task": {1, 2}}, "not JSON-serializable"),
+        (["sequence_classification"], "a head is a dict"),
+    ]
+    for head, match in bad_heads:
+        with pytest.raises(checkpoint.CheckpointError, match=match):
+            checkpoint.save(tmp_path / "x", config, clf, head=head)
+    assert not os.listdir(tmp_path)
+    # On load, the stored head decides what the parameters must be.
+    checkpoint.save(tmp_path / "ckpt", config, clf, head=SEQ_HEAD)
+    with open(tmp_path / "ckpt" / "checkpoint.json") as f:
+        meta = json.load(f)
+    meta["head"] = {**SEQ_HEAD, "num_labels": 2, "labels": ["a", "b"]}
+    with open(tmp_path / "ckpt" / "checkpoint.json", "w") as f:
+        json.dump(meta, f)
+    with pytest.raises(checkpoint.CheckpointError, match="classifier/bias: \\(3,\\), expected"):
+        checkpoint.load(tmp_path / "ckpt")

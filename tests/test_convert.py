@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -349,3 +351,161 @@ def test_failed_conversion_keeps_previous_output(tmp_path):
     after = checkpoint.load(out)
     assert after[0] == before[0]
     jax.tree_util.tree_map(np.testing.assert_array_equal, after[1], before[1])
+
+
+# --- the README's flow, as a user types it ------------------------------------------------------
+def run_model_eagerly(config, params, ref):
+    """`AlbertForPreTraining(cfg).apply({'params': params}, ...)` straight on the NumPy arrays
+    that `checkpoint.load` returns: no jit, so stacked (grouped or unshared) leaves are indexed
+    with the scan's traced layer index while still NumPy arrays."""
+    args = [ref[k].astype(np.int32) for k in ("input_ids", "token_type_ids", "attention_mask")]
+    out = AlbertForPreTraining(config).apply(
+        {"params": params}, *args, masked_positions=ref["masked_positions"].astype(np.int32),
+        deterministic=True, output_hidden_states=True,
+    )  # fmt: skip
+    got = {k: np.asarray(getattr(out, k)) for k in OUTPUTS[:4]}
+    got["hidden_states"] = np.stack([np.asarray(h) for h in out.hidden_states])
+    return got
+
+
+@pytest.mark.parametrize("extra", [[], ["--unshare"]], ids=["grouped", "unshared"])
+def test_readme_flow_convert_load_apply(tmp_path, extra):
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "albert_jax.convert", fixture("hf_gelu_new"), str(out), *extra]
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    config, params = checkpoint.load(out)
+    assert config.layout == ("none" if extra else "groups:2")
+    assert isinstance(params["encoder"]["attention"]["query"]["kernel"], np.ndarray)
+    ref = reference("gelu_new")
+    diffs = max_diffs(run_model_eagerly(config, params, ref), ref)
+    assert max(diffs.values()) <= 1e-5, diffs
+
+
+# --- classification heads: ours <-> transformers --------------------------------------------------
+HEADS = {
+    "sequence": {"type": "sequence_classification", "num_labels": 3, "classifier_dropout": 0.2,
+                 "labels": ["neg", "neu", "pos"], "task": {"name": "sst3"}},
+    "token": {"type": "token_classification", "num_labels": 5},
+    "regression": {"type": "sequence_classification", "num_labels": 1,
+                   "task_type": "regression", "labels": [0]},
+}  # fmt: skip
+HF_CLASSES = {
+    "sequence_classification": "AlbertForSequenceClassification",
+    "token_classification": "AlbertForTokenClassification",
+}
+
+
+def fine_tuned(tmp_path, head, name="ft"):
+    """Our checkpoint of the hf_gelu_new backbone (groups:2) with a random classifier."""
+    source = load_source(fixture("hf_gelu_new"))
+    rng = np.random.default_rng(7)
+    H, N = source.config.hidden_size, head["num_labels"]
+    params = {k: v for k, v in source.params.items() if k not in ("mlm", "sop")}
+    params["classifier"] = {
+        "kernel": rng.standard_normal((H, N)).astype(np.float32),
+        "bias": rng.standard_normal(N).astype(np.float32),
+    }
+    path = tmp_path / name
+    checkpoint.save(path, source.config, params, tokenizer=source.tokenizer, head=head)
+    return path, source.config, params
+
+
+@pytest.mark.parametrize("kind", sorted(HEADS))
+def test_head_round_trip_through_transformers_files(tmp_path, kind):
+    head = HEADS[kind]
+    ours, config, params = fine_tuned(tmp_path, head)
+    hf, back = tmp_path / "hf", tmp_path / "back"
+    assert cli([str(ours), str(hf), "--to", "hf"]) == 0
+    # The names and shapes transformers' classification model loads: the backbone under
+    # "albert.", the classifier as a Linear [N, H]; no pretraining heads.
+    tensors = load_file(str(hf / "model.safetensors"))
+    backbone = load_file(os.path.join(fixture("hf_gelu_new"), "model.safetensors"))
+    backbone = {k for k in backbone if k.startswith("albert.")}  # the pooler included, see hf.py
+    assert sorted(tensors) == sorted(backbone | {"classifier.weight", "classifier.bias"})
+    np.testing.assert_array_equal(tensors["classifier.weight"], params["classifier"]["kernel"].T)
+    np.testing.assert_array_equal(tensors["classifier.bias"], params["classifier"]["bias"])
+    with open(hf / "config.json") as f:
+        hf_config = json.load(f)
+    N = head["num_labels"]
+    names = [str(x) for x in head.get("labels", [f"LABEL_{i}" for i in range(N)])]
+    assert hf_config["architectures"] == [HF_CLASSES[head["type"]]]
+    assert hf_config["num_labels"] == N
+    assert hf_config["id2label"] == {str(i): n for i, n in enumerate(names)}
+    assert hf_config["label2id"] == {n: i for i, n in enumerate(names)}
+    assert hf_config["classifier_dropout_prob"] == head.get("classifier_dropout", 0.1)
+    assert hf_config.get("problem_type") == ("regression" if kind == "regression" else None)
+    # ... and back: the same head dict (labels of any JSON type included), bit-equal params.
+    assert cli([str(hf), str(back)]) == 0
+    assert checkpoint.load_head(back) == head
+    config2, params2 = checkpoint.load(back)
+    assert config2 == config.replace(embedding_projection_always=True)  # E != H: same model
+    jax.tree_util.tree_map(np.testing.assert_array_equal, params2, params)
+    # --unshare of a fine-tuned checkpoint keeps its head and classifier.
+    assert cli([str(ours), str(tmp_path / "unshared"), "--unshare"]) == 0
+    assert checkpoint.load_head(tmp_path / "unshared") == head
+    np.testing.assert_array_equal(
+        checkpoint.load(tmp_path / "unshared")[1]["classifier"]["kernel"],
+        params["classifier"]["kernel"],
+    )
+
+
+def test_transformers_token_classifier_without_pooler(tmp_path):
+    """transformers' AlbertForTokenClassification saves no pooler: imported with a zero pooler
+    (and a note); the token logits, which never use it, are unchanged."""
+    from albert_jax.heads import build_model
+
+    head = HEADS["token"]
+    ours, config, params = fine_tuned(tmp_path, head)
+    hf = tmp_path / "hf"
+    convert(str(ours), str(hf), to="hf")
+    rewrite_safetensors(hf, lambda t: [t.pop(k) for k in ("albert.pooler.weight",
+                                                          "albert.pooler.bias")])  # fmt: skip
+    source = load_source(str(hf))
+    assert source.head == head and any("no pooler" in n for n in source.notes)
+    assert not source.params["pooler"]["kernel"].any()
+    ref = reference("gelu_new")
+    ids = ref["input_ids"].astype(np.int32)
+    model = build_model(config, head)
+    want = model.apply({"params": params}, ids).logits
+    got = build_model(source.config, source.head).apply({"params": source.params}, ids).logits
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_hf_head_config_mapping(tmp_path):
+    """Directories written by transformers itself (no albert_jax_head key)."""
+    src = copy_fixture("hf_gelu_new", tmp_path)
+    rewrite_safetensors(src, lambda t: (
+        [t.pop(k) for k in list(t) if k.startswith(("predictions.", "sop_classifier."))],
+        t.update({"classifier.weight": np.ones((2, 32), np.float32),
+                  "classifier.bias": np.zeros(2, np.float32)}),
+    ))  # fmt: skip
+    with open(src / "config.json") as f:
+        cfg = json.load(f)
+    plain = {
+        **cfg,
+        "architectures": ["AlbertForSequenceClassification"],
+        "id2label": {"0": "LABEL_0", "1": "LABEL_1"},
+        "classifier_dropout_prob": 0.1,
+    }
+    named = {**plain, "id2label": {"1": "yes", "0": "no"}, "classifier_dropout_prob": 0.3}
+    for hf_cfg, head in [
+        (plain, {"type": "sequence_classification", "num_labels": 2}),
+        (named, {"type": "sequence_classification", "num_labels": 2, "labels": ["no", "yes"],
+                 "classifier_dropout": 0.3}),
+    ]:  # fmt: skip
+        with open(src / "config.json", "w") as f:
+            json.dump(hf_cfg, f)
+        assert load_source(str(src)).head == head
+    with open(src / "config.json", "w") as f:
+        json.dump({**cfg, "architectures": ["AlbertForQuestionAnswering"]}, f)
+    expect_failure(src, tmp_path / "out", "AlbertForQuestionAnswering is not supported")
+    # A classification architecture over pretraining weights: named, nothing written.
+    src2 = copy_fixture("hf_relu", tmp_path)
+    with open(src2 / "config.json") as f:
+        cfg2 = json.load(f)
+    with open(src2 / "config.json", "w") as f:
+        json.dump({**cfg2, "architectures": ["AlbertForTokenClassification"]}, f)
+    msg = expect_failure(src2, tmp_path / "out", "cannot convert exactly")
+    assert "classifier.weight (for classifier/kernel)" in msg and "predictions.bias" in msg

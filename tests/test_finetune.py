@@ -216,10 +216,9 @@ def test_tagging_loss_is_a_masked_mean_over_first_pieces(pretrained, files):
     data = F.FinetuneData(make_config(pretrained, "tagging", files), splits=("train",))
     task = F.make_task(make_config(pretrained, "tagging", files), data)
     feats = {k: jnp.asarray(v[:8]) for k, v in data.features["train"].items()}
-    params = jax.tree_util.tree_map(
-        jnp.asarray, {**data.source.params, "classifier": {"kernel": jnp.ones((32, 3)) * 0.3,
-                                                           "bias": jnp.arange(3.0)}}
-    )  # fmt: skip
+    n = len(data.labels)
+    classifier = {"kernel": jnp.ones((32, n)) * 0.3, "bias": jnp.arange(float(n))}
+    params = jax.tree_util.tree_map(jnp.asarray, {**data.source.params, "classifier": classifier})
     params.pop("mlm"), params.pop("sop")
     loss, _ = task.loss(params, feats, task.normalizers(feats), None)
     logits = np.asarray(task.apply(params, feats, None), np.float64)

@@ -1,22 +1,42 @@
 """Checkpoint conversion: Hugging Face and Google TF1 ALBERT -> ours, ours -> Hugging Face.
 
 `load_source(src)` detects what SRC is (our checkpoint, a transformers directory, a Google TF1
-checkpoint) and returns its config, parameters and tokenizer; `convert(src, out, ...)` writes it
-as our checkpoint or as a transformers directory, atomically, after every check has passed.
-Conversions are exact: a source that cannot be represented raises ConversionError (naming the
-tensors or settings at fault) instead of being approximated; no parameter is ever initialized.
+checkpoint, a pretraining workdir or one of its steps) and returns its config, parameters,
+tokenizer and head; `convert(src, out, ...)` writes it as our checkpoint or as a transformers
+directory, atomically, after every check has passed. Conversions are exact: a source that cannot
+be represented raises ConversionError (naming the tensors or settings at fault) instead of being
+approximated; no parameter is ever initialized (one documented exception: the pooler that
+transformers' token classifier lacks, see `hf`).
+
+A pretraining workdir (`python -m pretrain --workdir W`) holds train-state checkpoints
+`W/checkpoints/<step>/{state,data}` and the run's config `W/config.json`; `load_workdir` reads
+only the parameters of the newest readable step (or the one named by `W/checkpoints/<step>`),
+on this process alone, and takes the model config and the corpus tokenizer from the run config.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 import os
 from typing import Any
 
 from albert_jax.config import AlbertConfig
 from albert_jax.convert.errors import ConversionError
 
-__all__ = ["ConversionError", "Source", "convert", "detect", "load_source"]
+__all__ = [
+    "ConversionError",
+    "Source",
+    "convert",
+    "detect",
+    "is_workdir",
+    "load_source",
+    "load_workdir",
+    "workdir_steps",
+]
+
+CHECKPOINTS_DIR, STATE_ITEM = "checkpoints", "state"  # the trainer's train-state layout
 
 
 @dataclasses.dataclass
@@ -27,10 +47,13 @@ class Source:
     format: str = ""
     location: str = ""
     notes: list[str] = dataclasses.field(default_factory=list)
+    head: dict[str, Any] | None = None  # albert_jax.heads dict; None: pretraining / backbone
+    step: int | None = None  # workdir sources: the training step the parameters are from
 
 
 def detect(src: str) -> str:
-    """'albert_jax', 'hf' or 'tf' for SRC, or a ConversionError saying what was looked for."""
+    """'albert_jax', 'hf', 'workdir' or 'tf' for SRC, or a ConversionError saying what was
+    looked for."""
     from albert_jax import checkpoint
     from albert_jax.convert import hf, tf
 
@@ -40,13 +63,16 @@ def detect(src: str) -> str:
         return "albert_jax"
     if os.path.isdir(src) and hf.is_hf_dir(src):
         return "hf"
+    if _split_step(src) is not None or is_workdir(src):
+        return "workdir"
     if tf.is_tf_checkpoint(src):
         return "tf"
     raise ConversionError(
         f"{src}: unknown format. Expected an albert_jax checkpoint (checkpoint.json + params/), "
         "a transformers ALBERT directory (config.json with model_type 'albert' + "
-        "model.safetensors or pytorch_model.bin), or a Google TF1 checkpoint "
-        "(albert_config.json + model.ckpt-N.index/.data-*)"
+        "model.safetensors or pytorch_model.bin), a pretraining workdir (config.json with a "
+        "model section + checkpoints/) or one of its steps (WORKDIR/checkpoints/N), "
+        "or a Google TF1 checkpoint (albert_config.json + model.ckpt-N.index/.data-*)"
     )
 
 
@@ -60,12 +86,21 @@ def load_source(src: str, config_path: str | None = None) -> Source:
     if fmt == "albert_jax":
         try:
             config, params = checkpoint.load(src)
+            head = checkpoint.load_head(src)
             tokenizer = checkpoint.load_tokenizer(src)
         except (checkpoint.CheckpointError, TokenizerError) as e:
             raise ConversionError(str(e)) from e
-        return Source(config, params, tokenizer, fmt, src)
+        return Source(config, params, tokenizer, fmt, src, head=head)
+    if fmt == "workdir":
+        split = _split_step(src)
+        return load_workdir(*split) if split else load_workdir(src)
+    head = None
     if fmt == "hf":
-        config, params, notes = hf.load_hf(src)
+        config, params, notes, head = hf.load_hf(src)
+        try:
+            head = checkpoint.normalize_head(head, where=os.path.join(src, "config.json"))
+        except checkpoint.CheckpointError as e:
+            raise ConversionError(str(e)) from e
         location, tok_dir = src, src
     else:
         config, params, notes, location = tf.load_tf(src, config_path)
@@ -88,7 +123,136 @@ def load_source(src: str, config_path: str | None = None) -> Source:
                     f"SentencePiece special ids {tokenizer.special_ids()} differ from ALBERT's "
                     "conventions: the tokenizer is kept, but pretraining code assumes them"
                 )
-    return Source(config, params, tokenizer, fmt, location, notes)
+    return Source(config, params, tokenizer, fmt, location, notes, head=head)
+
+
+# --- pretraining workdirs ------------------------------------------------------------------------
+def _read_run_config(workdir: str):
+    """The run's config (W/config.json) as a ConfigDict, or None if W has no run config."""
+    path = os.path.join(workdir, "config.json")
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(d, dict) and isinstance(d.get("model"), dict) and "preset" in d["model"]):
+        return None
+    import ml_collections
+
+    return ml_collections.ConfigDict(d)
+
+
+def is_workdir(path: str) -> bool:
+    """A pretraining workdir: config.json with a `model` section (preset + overrides). Its
+    checkpoints/ directory may be missing or empty: load_workdir then says so."""
+    return os.path.isdir(path) and _read_run_config(path) is not None
+
+
+def _split_step(path: str) -> tuple[str, int] | None:
+    """(workdir, step) for a path W/checkpoints/<step> of a workdir W, else None."""
+    path = os.path.normpath(os.path.abspath(path))
+    parent, name = os.path.split(path)
+    if not (name.isdigit() and os.path.basename(parent) == CHECKPOINTS_DIR):
+        return None
+    workdir = os.path.dirname(parent)
+    return (workdir, int(name)) if is_workdir(workdir) else None
+
+
+def workdir_steps(workdir: str) -> list[int]:
+    """The finished train-state steps of a workdir, oldest first (orbax writes each step into
+    a temporary directory and renames it to the bare step number when complete)."""
+    d = os.path.join(workdir, CHECKPOINTS_DIR)
+    if not os.path.isdir(d):
+        return []
+    return sorted(
+        int(n) for n in os.listdir(d) if n.isdigit() and os.path.isdir(os.path.join(d, n))
+    )
+
+
+def _restore_params(state_dir: str, config: AlbertConfig) -> dict[str, Any]:
+    """The `params` subtree of a trainer's TrainState checkpoint as host NumPy arrays. A partial
+    restore reads the parameters only (not the optimizer moments, twice their size), needs no
+    device layout (a run on a pod converts on a laptop) and involves this process alone."""
+    import jax
+    import numpy as np
+    import orbax.checkpoint as ocp
+    from etils import epath
+
+    from albert_jax import checkpoint
+
+    me = jax.process_index()
+    solo = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
+    handler = ocp.PyTreeCheckpointHandler(multiprocessing_options=solo)
+    try:
+        stored = handler.metadata(epath.Path(state_dir)).tree
+        if not (isinstance(stored, dict) and isinstance(stored.get("params"), dict)):
+            raise ConversionError(f"{state_dir}: no params in this train state")
+        shapes = jax.tree_util.tree_map(lambda m: tuple(m.shape), stored["params"])
+        checkpoint.check_tree(config, shapes, f"{state_dir} (against the run's config.json)")
+        as_numpy = jax.tree_util.tree_map(
+            lambda _: ocp.RestoreArgs(restore_type=np.ndarray), stored["params"]
+        )
+        args = ocp.args.PyTreeRestore(
+            item={"params": stored["params"]},
+            restore_args={"params": as_numpy},
+            partial_restore=True,
+        )
+        return handler.restore(epath.Path(state_dir), args=args)["params"]
+    except checkpoint.CheckpointError as e:
+        raise ConversionError(str(e)) from e
+    finally:
+        handler.close()
+
+
+def load_workdir(workdir: str, step: int | None = None) -> Source:
+    """Config, parameters and corpus tokenizer of a pretraining workdir: from `step`, or from the
+    newest readable step (an unreadable one is skipped with a warning, as the trainer does)."""
+    from albert_jax.data.pipeline import DataConfigError, load_tokenizer, resolve_paths
+    from albert_jax.tokenization import TokenizerError
+    from albert_jax.train.pretraining import model_config_from
+
+    workdir = os.path.abspath(os.fspath(workdir))
+    run = _read_run_config(workdir)
+    if run is None:
+        raise ConversionError(f"{workdir}: not a pretraining workdir (config.json with a model)")
+    try:
+        config = model_config_from(run)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConversionError(f"{workdir}/config.json: bad model section: {e}") from e
+    steps = workdir_steps(workdir)
+    if not steps:
+        raise ConversionError(
+            f"{workdir}: a pretraining workdir without checkpoints (no finished step under "
+            f"{os.path.join(workdir, CHECKPOINTS_DIR)}): nothing to convert yet"
+        )
+    notes, failures = [], []
+    if step is not None and step not in steps:
+        raise ConversionError(f"{workdir}: no finished checkpoint of step {step} (have {steps})")
+    for s in [step] if step is not None else reversed(steps):
+        state_dir = os.path.join(workdir, CHECKPOINTS_DIR, str(s), STATE_ITEM)
+        try:
+            params = _restore_params(state_dir, config)
+        except ConversionError:  # parameters that do not fit the config: the same at every step
+            raise
+        except Exception as e:  # noqa: BLE001 - orbax/tensorstore errors of a damaged step
+            if step is not None:
+                raise ConversionError(f"{state_dir}: cannot read the parameters: {e}") from e
+            logging.warning("checkpoint step %d is unreadable (%s); trying the previous one", s, e)
+            failures.append(f"step {s}: {type(e).__name__}: {e}")
+            continue
+        break
+    else:
+        raise ConversionError(f"{workdir}: no readable checkpoint:\n  " + "\n  ".join(failures))
+    if failures:
+        notes += [f"skipped unreadable {f}" for f in failures]
+    tokenizer = None
+    try:  # the corpus tokenizer, as the run resolved it (data_dir relative to the workdir)
+        data = resolve_paths(run.data, workdir)
+        tokenizer = load_tokenizer(data, model_vocab_size=config.vocab_size)
+    except (AttributeError, KeyError, OSError, TokenizerError, DataConfigError) as e:
+        notes.append(f"the corpus tokenizer is not usable ({type(e).__name__}: {e}): none kept")
+    location = os.path.join(workdir, CHECKPOINTS_DIR, str(s))
+    return Source(config, params, tokenizer, "workdir", location, notes, step=s)
 
 
 def describe(config: AlbertConfig) -> str:
@@ -127,18 +291,22 @@ def convert(
         if tok
         else "  tokenizer: none"
     )
+    head = source.head
+    report.append(f"  head: {json.dumps(head, sort_keys=True) if head else 'pretraining'}")
     report += [f"  note: {x}" for x in source.notes]
     config, params = source.config, source.params
     if unshare:
         params, config = sharing.unshare(params, config)
         report.append(f"unshared: layout {source.config.layout} -> {config.layout}")
     info = {"source": os.path.abspath(src), "source_format": source.format}
+    if source.step is not None:
+        info["step"] = source.step
     if to == "albert_jax":
-        checkpoint.save(out, config, params, tokenizer=tok, info=info)
+        checkpoint.save(out, config, params, tokenizer=tok, info=info, head=head)
         notes = []
     else:
         notes = checkpoint.write_atomically(
-            out, lambda tmp: hf.write_hf(tmp, config, params, tokenizer=tok)
+            out, lambda tmp: hf.write_hf(tmp, config, params, tokenizer=tok, head=head)
         )
     report.append(f"wrote {to} checkpoint {out}: {describe(config)}")
     report += [f"  note: {x}" for x in notes]

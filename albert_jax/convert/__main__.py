@@ -1,7 +1,9 @@
 """python -m albert_jax.convert SRC OUT [--unshare] [--to hf] [--config albert_config.json]
 
-SRC: an albert_jax checkpoint, a transformers ALBERT directory, or a Google TF1 checkpoint
-(directory or prefix). OUT: written atomically; nothing is written if any check fails.
+SRC: an albert_jax checkpoint, a transformers ALBERT directory, a Google TF1 checkpoint
+(directory or prefix), or a pretraining workdir (its newest readable step) or one of its steps
+(WORKDIR/checkpoints/N). A fine-tuning head (sequence or token classification) is carried through,
+--unshare included. OUT: written atomically; nothing is written if any check fails.
 """
 
 from __future__ import annotations

@@ -14,16 +14,14 @@ from albert_jax.convert.errors import ConversionError
 GROUPED = ("encoder/attention/", "encoder/ffn/")  # leaves carrying a group axis when G > 1
 
 
-def expected_shapes(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
-    """Flat 'a/b/c' path -> shape of every AlbertForPreTraining parameter under `config`."""
-    import jax
+def expected_shapes(
+    config: AlbertConfig, head: dict[str, Any] | None = None
+) -> dict[str, tuple[int, ...]]:
+    """Flat 'a/b/c' path -> shape of every parameter of `heads.build_model(config, head)` (None:
+    AlbertForPreTraining)."""
+    from albert_jax.heads import param_shapes
 
-    from albert_jax.model import AlbertForPreTraining, init_params
-
-    tree = jax.eval_shape(
-        lambda: init_params(AlbertForPreTraining(config), jax.random.PRNGKey(0), seq_len=1)
-    )
-    return {k: tuple(v.shape) for k, v in flatten(tree).items()}
+    return {k: tuple(v.shape) for k, v in flatten(param_shapes(config, head)).items()}
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -86,13 +84,14 @@ def check_and_build(
     transforms: dict[str, Callable[[np.ndarray], np.ndarray]],
     ignored: Callable[[str], bool],
     where: str,
+    head: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Checks every source tensor our params need (present, right shape) and that nothing else is
     left over, then loads them. `source_names[path]` lists the source tensors of a path (one per
     group for grouped leaves, stacked in order); `transforms[path]` maps a source tensor to our
     orientation. Raises one ConversionError listing all missing, mis-shaped and unexpected names
-    before reading any tensor data."""
-    shapes = expected_shapes(config)
+    before reading any tensor data. `head`: the model the shapes come from (None: pretraining)."""
+    shapes = expected_shapes(config, head)
     missing, misshaped, used = [], [], set()
     for path, names in source_names.items():
         want = shapes[path][1:] if groups_of(config, path) > 1 else shapes[path]

@@ -5,6 +5,16 @@ Linear weights are [out, in] (transposed against our Dense kernels); the SOP wei
 transformers picks layer i's group with `int(i / (L / G))` (a float formula that differs from
 `(i*G)//L` for some (L, G)); the import re-lays such sources (`common.layout_from_layer_groups`)
 and the export falls back to one group per layer, so outputs never change.
+
+Heads (`albert_jax.heads`): no head is `AlbertForPreTraining`; a `sequence_classification` /
+`token_classification` head is `AlbertForSequenceClassification` / `AlbertForTokenClassification`
+(`classifier.weight` [N, H], `classifier.bias`, no `predictions.*` or `sop_classifier.*`), with
+`id2label`/`label2id` from the head's labels, `classifier_dropout_prob`, and `problem_type:
+"regression"` for a regression head. The whole head dict also rides along in config.json under
+`albert_jax_head` (transformers keeps unknown keys), so ours -> HF -> ours gives it back exactly;
+the HF fields win where they disagree with it. transformers' token classifier has no pooler: the
+export still writes ours (transformers reports it as unused) so the round trip keeps it, and an
+import without one gets a zero pooler (never used by that model's logits) and a note saying so.
 """
 
 from __future__ import annotations
@@ -53,7 +63,22 @@ HF_NAMES = {  # our path -> (HF name, transposed)
     "mlm/output_bias": ("predictions.bias", False),
     "sop/kernel": ("sop_classifier.classifier.weight", True),
     "sop/bias": ("sop_classifier.classifier.bias", False),
+    "classifier/kernel": ("classifier.weight", True),
+    "classifier/bias": ("classifier.bias", False),
 }
+# transformers class of each head type (no head: pretraining), and what each model lacks.
+ARCHITECTURES = {
+    "pretraining": "AlbertForPreTraining",
+    "sequence_classification": "AlbertForSequenceClassification",
+    "token_classification": "AlbertForTokenClassification",
+}
+_ABSENT = {  # top-level paths that a model of each type does not have
+    "pretraining": ("classifier",),
+    "sequence_classification": ("mlm", "sop"),
+    "token_classification": ("mlm", "sop"),
+}
+HEAD_KEY = "albert_jax_head"  # our head dict, carried in config.json for an exact round trip
+_POOLER = ("pooler/kernel", "pooler/bias")
 # Tied copies and buffers that transformers may store; they carry no information of their own.
 _IGNORED_SUFFIXES = ("predictions.decoder.weight", "predictions.decoder.bias", ".position_ids")
 _ACTIVATIONS = ("gelu_new", "gelu", "relu")  # same meaning in transformers and in our model
@@ -121,9 +146,80 @@ def config_from_hf(d: dict[str, Any], where: str) -> tuple[AlbertConfig, int]:
     return config, groups
 
 
-def config_to_hf(config: AlbertConfig, num_groups: int) -> dict[str, Any]:
+def head_type(head: dict[str, Any] | None) -> str:
+    return head["type"] if head else "pretraining"
+
+
+def model_paths(head: dict[str, Any] | None) -> list[str]:
+    """Our paths in HF_NAMES that the model of this head has (the projection included)."""
+    absent = _ABSENT[head_type(head)]
+    return [p for p in HF_NAMES if p.split("/")[0] not in absent]
+
+
+def head_from_hf(d: dict[str, Any], where: str) -> dict[str, Any] | None:
+    """Our head dict for a transformers config (None: a pretraining / backbone model)."""
+    arch = (d.get("architectures") or [None])[0]
+    kind = {v: k for k, v in ARCHITECTURES.items()}.get(arch)
+    if kind in (None, "pretraining"):
+        if arch is not None and arch.endswith(("Classification", "QuestionAnswering", "Choice")):
+            raise ConversionError(
+                f"{where}: architecture {arch} is not supported (heads: "
+                f"{', '.join(ARCHITECTURES.values())})"
+            )
+        return None
+    carried = d.get(HEAD_KEY) if isinstance(d.get(HEAD_KEY), dict) else {}
+    head = {**carried, "type": kind}
+    id2label = d.get("id2label")
+    if id2label:  # transformers derives num_labels from it; keys are strings in config.json
+        try:
+            labels = [id2label[k] for k in sorted(id2label, key=int)]
+        except (TypeError, ValueError) as e:
+            raise ConversionError(f"{where}: id2label keys must be integers: {e}") from e
+        if sorted(int(k) for k in id2label) != list(range(len(labels))):
+            raise ConversionError(f"{where}: id2label keys are not 0..{len(labels) - 1}")
+    else:
+        labels = [f"LABEL_{i}" for i in range(int(d.get("num_labels", 2)))]
+    head["num_labels"] = len(labels)
+    old = carried.get("labels")
+    if isinstance(old, list) and [str(x) for x in old] == labels:
+        pass  # ours, possibly not strings (config.json turned them into names)
+    elif labels != [f"LABEL_{i}" for i in range(len(labels))]:
+        head["labels"] = labels
+    else:  # transformers' placeholder names: no labels of our own
+        head.pop("labels", None)
+    dropout = d.get("classifier_dropout_prob", 0.1)
+    if dropout is None:  # transformers' token classifier then uses the hidden dropout
+        dropout = d.get("hidden_dropout_prob", _HF_DEFAULTS["hidden_dropout_prob"])
+    if "classifier_dropout" in carried or float(dropout) != 0.1:  # 0.1: the heads' default
+        head["classifier_dropout"] = float(dropout)
+    if d.get("problem_type") == "regression":
+        head["task_type"] = "regression"
+    return head
+
+
+def config_to_hf(
+    config: AlbertConfig, num_groups: int, head: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    out = _backbone_config_to_hf(config, num_groups, head)
+    if not head:
+        return out
+    n = head["num_labels"]
+    names = [str(x) for x in head.get("labels") or [f"LABEL_{i}" for i in range(n)]]
+    out.update(
+        id2label={str(i): name for i, name in enumerate(names)},
+        label2id={name: i for i, name in enumerate(names)},
+        num_labels=n,
+        classifier_dropout_prob=float(head.get("classifier_dropout", 0.1)),
+    )
+    out[HEAD_KEY] = head
+    if head.get("task_type") == "regression":
+        out["problem_type"] = "regression"
+    return out
+
+
+def _backbone_config_to_hf(config: AlbertConfig, num_groups: int, head) -> dict[str, Any]:
     return {
-        "architectures": ["AlbertForPreTraining"],
+        "architectures": [ARCHITECTURES[head_type(head)]],
         "model_type": "albert",
         "vocab_size": config.vocab_size,
         "embedding_size": config.embedding_size,
@@ -197,11 +293,13 @@ def _open_weights(path: str):
     raise ConversionError(f"{path}: has config.json but neither {WEIGHTS} nor {TORCH_WEIGHTS}")
 
 
-def load_hf(path: str) -> tuple[AlbertConfig, dict[str, Any], list[str]]:
-    """(config, params, notes) from a transformers ALBERT directory."""
+def load_hf(path: str) -> tuple[AlbertConfig, dict[str, Any], list[str], dict[str, Any] | None]:
+    """(config, params, notes, head) from a transformers ALBERT directory."""
     where = os.path.join(path, "config.json")
     with open(where) as f:
-        config, hf_groups = config_from_hf(json.load(f), where)
+        hf_config = json.load(f)
+    config, hf_groups = config_from_hf(hf_config, where)
+    head = head_from_hf(hf_config, where)
     weights = _open_weights(path)
     src_of_layer = hf_layer_groups(config.num_layers, hf_groups)
     groups, src_groups, note = layout_from_layer_groups(src_of_layer)
@@ -216,9 +314,21 @@ def load_hf(path: str) -> tuple[AlbertConfig, dict[str, Any], list[str]]:
     def source(name: str) -> str:
         return name[len(prefix) :] if prefix and name.startswith(prefix) else name
 
+    # transformers' token classifier has no pooler; ours needs one (unused by its logits).
+    zero_pooler = head_type(head) == "token_classification" and not any(
+        source(HF_NAMES[p][0]) in weights.shapes for p in _POOLER
+    )
+    if zero_pooler:
+        notes.append(
+            "no pooler (transformers' AlbertForTokenClassification has none): set to zeros; "
+            "the token classifier never uses it"
+        )
     names, transforms = {}, {}
-    for path_, (name, transposed) in HF_NAMES.items():
+    for path_ in model_paths(head):
+        name, transposed = HF_NAMES[path_]
         if path_.startswith("encoder/projection/") and not config.has_projection:
+            continue
+        if zero_pooler and path_ in _POOLER:
             continue
         grouped = [name.format(g=g) for g in src_groups] if "{g}" in name else [name]
         names[path_] = [source(n) for n in grouped]
@@ -230,14 +340,20 @@ def load_hf(path: str) -> tuple[AlbertConfig, dict[str, Any], list[str]]:
         return n.endswith(_IGNORED_SUFFIXES) or (bool(dead) and n.startswith(dead))
 
     params = check_and_build(
-        config, names, weights.shapes, weights.load, transforms, ignored, weights.path
+        config, names, weights.shapes, weights.load, transforms, ignored, weights.path, head
     )
-    return config, params, notes
+    if zero_pooler:
+        H = config.hidden_size
+        params["pooler"] = {"kernel": np.zeros((H, H), np.float32), "bias": np.zeros(H, np.float32)}
+    return config, params, notes, head
 
 
 # --- export --------------------------------------------------------------------------------------
-def hf_tensors(config: AlbertConfig, params: dict[str, Any]) -> tuple[dict, dict, list[str]]:
-    """(HF config dict, HF state dict, notes) for our (config, params)."""
+def hf_tensors(
+    config: AlbertConfig, params: dict[str, Any], head: dict[str, Any] | None = None
+) -> tuple[dict, dict, list[str]]:
+    """(HF config dict, HF state dict, notes) for our (config, params) of the model `head`
+    describes (None: AlbertForPreTraining)."""
     if config.attention_groups != config.ffn_groups:
         raise ConversionError(
             f"layout {config.layout!r} cannot be written for transformers: it has one group "
@@ -261,11 +377,18 @@ def hf_tensors(config: AlbertConfig, params: dict[str, Any]) -> tuple[dict, dict
         flat["encoder/projection/kernel"] = np.eye(H, dtype=np.float32)
         flat["encoder/projection/bias"] = np.zeros(H, np.float32)
         notes.append("E == H without a projection: wrote the identity projection (exact)")
-    missing = sorted(set(HF_NAMES) - set(flat))
+    paths = model_paths(head)
+    missing = sorted(set(paths) - set(flat))
     if missing:
         raise ConversionError(f"cannot export: parameters missing: {missing}")
+    if head_type(head) == "token_classification":
+        notes.append(
+            "albert.pooler.* written although transformers' AlbertForTokenClassification has no "
+            "pooler (it reports them as unused): kept so that converting back is exact"
+        )
     tensors = {}
-    for path, (name, transposed) in HF_NAMES.items():
+    for path in paths:
+        name, transposed = HF_NAMES[path]
         leaf = np.asarray(flat[path], np.float32)
         for h in sorted(our_of_hf) if "{g}" in name else [None]:
             a = leaf
@@ -273,17 +396,23 @@ def hf_tensors(config: AlbertConfig, params: dict[str, Any]) -> tuple[dict, dict
                 a = leaf[our_of_hf[h]]
             a = a.T if transposed else a
             tensors[name.format(g=h)] = np.ascontiguousarray(a)
-    return config_to_hf(config, hf_groups), tensors, notes
+    return config_to_hf(config, hf_groups, head), tensors, notes
 
 
-def write_hf(out_dir: str, config: AlbertConfig, params: dict[str, Any], tokenizer=None):
+def write_hf(
+    out_dir: str,
+    config: AlbertConfig,
+    params: dict[str, Any],
+    tokenizer=None,
+    head: dict[str, Any] | None = None,
+):
     """Writes config.json + model.safetensors (+ tokenizer files) into `out_dir` (a new, empty
     directory: the caller makes it atomic). Returns the notes."""
     from safetensors.numpy import save_file
 
     from albert_jax.tokenization import save_hf_tokenizer
 
-    hf_config, tensors, notes = hf_tensors(config, params)
+    hf_config, tensors, notes = hf_tensors(config, params, head)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(hf_config, f, indent=2, sort_keys=True)
     save_file(tensors, os.path.join(out_dir, WEIGHTS), metadata={"format": "pt"})

@@ -124,7 +124,8 @@ class FinetuneData:
     def _labels(self, t) -> list[str] | None:
         if self.task_type == "regression":
             return None
-        labels = list(t.get("labels", ()) or ()) or D.label_list(self.examples["train"])
+        source = self.examples.get("train") or [e for ex in self.examples.values() for e in ex]
+        labels = list(t.get("labels", ()) or ()) or D.label_list(source)
         head = getattr(self.source, "head", None)
         if head and head.get("labels") and list(head["labels"]) != labels:
             if not path_matcher(self.fresh_params or None)("classifier/kernel"):

@@ -1,0 +1,295 @@
+"""A pretraining workdir is a conversion source. Fast tests on a workdir laid out as the trainer
+writes it (orbax CheckpointManager, `checkpoints/<step>/state` holding step/params/opt_state/rng,
+the run's config.json, the corpus tokenizer under data/): newest and explicit steps read the saved
+parameters bit for bit, a damaged newest step falls back to the previous one, bad workdirs fail
+clearly, and `pretrain.__main__.write_model` writes WORKDIR/model. A slow test runs the real
+`python -m pretrain` on a tiny synthetic corpus and checks the same against its checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from albert_jax import checkpoint, presets, sharing
+from albert_jax.convert import ConversionError, load_source
+from albert_jax.convert.__main__ import main as cli
+from albert_jax.heads import param_shapes
+from albert_jax.tokenization import load_tokenizer
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(REPO, "tests", "fixtures")
+MODEL = dict(  # config.model of the synthetic runs: albert-tiny cut down, two groups
+    preset="albert-tiny", layout="groups:2", embedding_size=16, hidden_size=32, num_heads=2,
+    intermediate_size=64, max_position_embeddings=32, num_layers=4, vocab_size=120,
+)  # fmt: skip
+# A failed read of a damaged step leaves tensorstore callbacks aimed at an asyncio loop that orbax
+# has closed; Python reports them (as unraisable) whenever they fire, often in a later test.
+# Harmless, and the trainer's own fallback does the same.
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+def model_config():
+    m = dict(MODEL)
+    return presets.get(m.pop("preset"), layout=m.pop("layout"), **m)
+
+
+def random_state(step: int) -> dict:
+    """A train state as the trainer saves it (params plus optimizer moments of the same tree)."""
+    rng = np.random.default_rng(step)
+    shapes = param_shapes(model_config())
+    params = jax.tree_util.tree_map(lambda s: rng.standard_normal(s.shape, np.float32), shapes)
+    moments = jax.tree_util.tree_map(lambda x: np.full_like(x, 0.5), params)
+    return {
+        "step": np.int32(step),
+        "params": params,
+        "opt_state": {"mu": moments, "nu": moments},
+        "rng": np.zeros(2, np.uint32),
+    }
+
+
+def make_workdir(path, steps=(2, 4), tokenizer=True) -> dict[int, dict]:
+    os.makedirs(path)
+    if REPO not in sys.path:  # configs/ is not a package of the install
+        sys.path.insert(0, REPO)
+    from configs.pretrain.common import get_data_config
+
+    data = {**get_data_config().to_dict(), "tokenizer_dir": "tok", "vocab_size": 120}
+    run = {"model": MODEL, "data": data}
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump({**run, "total_steps": max(steps, default=0), "seed": 0}, f)
+    if tokenizer:
+        shutil.copytree(os.path.join(FIXTURES, "tokenizer_sp"), os.path.join(path, "data", "tok"))
+    states = {s: random_state(s) for s in steps}
+    options = ocp.CheckpointManagerOptions(max_to_keep=10, create=True)
+    with ocp.CheckpointManager(
+        os.path.join(path, "checkpoints"),
+        options=options,
+        item_handlers={"state": ocp.StandardCheckpointHandler()},
+    ) as manager:
+        for s, state in states.items():
+            manager.save(s, args=ocp.args.Composite(state=ocp.args.StandardSave(state)))
+        manager.wait_until_finished()
+    return states
+
+
+def damage(workdir, step):
+    """Delete the tensor data of a step; its metadata stays readable."""
+    for root, _, files in os.walk(os.path.join(workdir, "checkpoints", str(step), "state")):
+        if "ocdbt.process_" in root:
+            for name in files:
+                os.remove(os.path.join(root, name))
+
+
+def assert_bitwise_equal(a, b):
+    assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
+    for (path, x), y in zip(
+        jax.tree_util.tree_leaves_with_path(a), jax.tree_util.tree_leaves(b), strict=True
+    ):
+        assert x.dtype == y.dtype and x.shape == y.shape, jax.tree_util.keystr(path)
+        assert np.array_equal(x, y), jax.tree_util.keystr(path)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("workdir") / "run"
+    return path, make_workdir(str(path))
+
+
+# --- fast: a workdir as the trainer lays it out ---------------------------------------------------
+def test_newest_step_explicit_step_unshare_and_hf(workdir, tmp_path, capsys):
+    path, states = workdir
+    assert cli([str(path), str(tmp_path / "newest")]) == 0
+    out = capsys.readouterr().out
+    assert f"read workdir checkpoint {path}/checkpoints/4" in out and "layout=groups:2" in out
+    config, params = checkpoint.load(tmp_path / "newest")
+    assert config == model_config()
+    assert_bitwise_equal(params, states[4]["params"])
+    with open(tmp_path / "newest" / "checkpoint.json") as f:
+        meta = json.load(f)
+    assert meta["info"]["step"] == 4 and meta["info"]["source_format"] == "workdir"
+    assert meta["tokenizer"] == "sentencepiece" and meta["head"] is None
+
+    step2 = str(path / "checkpoints" / "2")
+    assert cli([step2, str(tmp_path / "step2"), "--unshare"]) == 0
+    config2, params2 = checkpoint.load(tmp_path / "step2")
+    assert config2.layout == "none"
+    assert_bitwise_equal(params2, sharing.unshare(states[2]["params"], config)[0])
+    assert checkpoint.load_tokenizer(tmp_path / "step2").vocab_size == 120
+
+    assert cli([str(path), str(tmp_path / "hf"), "--to", "hf"]) == 0
+    assert {"config.json", "model.safetensors", "spiece.model"} <= set(os.listdir(tmp_path / "hf"))
+
+
+def test_unreadable_newest_step_falls_back(workdir, tmp_path, caplog):
+    path, states = workdir
+    copy = tmp_path / "run"
+    shutil.copytree(path, copy)
+    damage(copy, 4)
+    source = load_source(str(copy))
+    assert source.step == 2 and source.notes[0].startswith("skipped unreadable step 4")
+    assert "checkpoint step 4 is unreadable" in caplog.text
+    assert_bitwise_equal(source.params, states[2]["params"])
+    with pytest.raises(ConversionError, match="checkpoints/4/state: cannot read the parameters"):
+        load_source(str(copy / "checkpoints" / "4"))
+    damage(copy, 2)
+    with pytest.raises(ConversionError, match="no readable checkpoint:\n  step 4: .*\n  step 2"):
+        load_source(str(copy))
+
+
+def test_bad_workdirs_fail_clearly(tmp_path):
+    make_workdir(str(tmp_path / "empty"), steps=())
+    with pytest.raises(ConversionError, match="without checkpoints .*nothing to convert yet"):
+        load_source(str(tmp_path / "empty"))
+    os.rmdir(tmp_path / "empty" / "checkpoints")
+    with pytest.raises(ConversionError, match="without checkpoints"):
+        load_source(str(tmp_path / "empty"))
+    # config.json that no longer describes the saved model: named, not skipped as unreadable.
+    make_workdir(str(tmp_path / "edited"), steps=(2,), tokenizer=False)
+    with open(tmp_path / "edited" / "config.json") as f:
+        run = json.load(f)
+    run["model"]["intermediate_size"] = 48
+    with open(tmp_path / "edited" / "config.json", "w") as f:
+        json.dump(run, f)
+    with pytest.raises(ConversionError, match="against the run's config.json.*ffn/intermediate"):
+        load_source(str(tmp_path / "edited"))
+    with pytest.raises(ConversionError, match="no such file"):
+        load_source(str(tmp_path / "edited" / "checkpoints" / "7"))
+    # A config.json without a model section is not a workdir.
+    os.makedirs(tmp_path / "other")
+    (tmp_path / "other" / "config.json").write_text('{"total_steps": 3}')
+    with pytest.raises(ConversionError, match="unknown format"):
+        load_source(str(tmp_path / "other"))
+
+
+def test_missing_tokenizer_is_a_note(tmp_path):
+    states = make_workdir(str(tmp_path / "run"), steps=(3,), tokenizer=False)
+    source = load_source(str(tmp_path / "run"))
+    assert source.tokenizer is None and "corpus tokenizer" in source.notes[0]
+    assert_bitwise_equal(source.params, states[3]["params"])
+
+
+def test_write_model_at_the_end_of_a_run(workdir, tmp_path, capsys):
+    from pretrain.__main__ import write_model
+
+    path, states = workdir
+    copy = tmp_path / "run"
+    shutil.copytree(path, copy)
+    assert write_model(str(copy), total_steps=6) is None  # preempted before the end
+    assert not (copy / "model").exists()
+    assert write_model(str(copy), total_steps=4) == str(copy / "model")
+    config, params = checkpoint.load(copy / "model")
+    assert config == model_config()
+    assert_bitwise_equal(params, states[4]["params"])
+    with open(copy / "model" / "checkpoint.json") as f:
+        assert json.load(f)["info"] == {"source": str(copy), "step": 4}
+    tok = checkpoint.load_tokenizer(copy / "model")
+    corpus_tok = load_tokenizer(os.path.join(FIXTURES, "tokenizer_sp"))
+    text = "The quick brown fox, 1,000 cafés."
+    assert tok.encode(text) == corpus_tok.encode(text)
+    # `model/` inside the workdir is a checkpoint of ours, the workdir stays a workdir.
+    assert load_source(str(copy)).format == "workdir"
+    assert load_source(str(copy / "model")).format == "albert_jax"
+
+
+# --- slow: the real `python -m pretrain` ----------------------------------------------------------
+SYLLABLES = "ka lo mi ne su ta ri po ve zu ba de fi go hu".split()
+STEPS = 4  # checkpoints at 2 and 4
+CONFIG = """
+import ml_collections
+
+from configs.pretrain.cpu_small import get_config as cpu_small
+
+
+def get_config(arg=None):
+    c = cpu_small()
+    c.data.input_files = [{corpus!r}]
+    c.data.input_format = "text"
+    c.data.corpus_name = "tiny"
+    c.data.vocab_size = 100
+    c.data.character_coverage = 1.0
+    c.data.max_seq_length = 32
+    c.data.max_predictions = 5
+    c.data.global_batch_size = 8
+    c.data.worker_count = 0
+    c.model = ml_collections.ConfigDict({model!r})
+    c.model.vocab_size = c.data.get_ref("vocab_size")
+    c.total_steps = {steps}
+    c.optim.warmup_steps = 1
+    c.checkpoint_every = 2
+    c.keep_checkpoints = 5
+    c.eval_every = 0
+    c.log_every = 1
+    c.progress_bar = False
+    return c
+"""
+
+
+def write_corpus(path, docs=120, sentences=6, seed=0):
+    """Sentences of made-up words (400 of them): enough variety for a 100-piece vocabulary."""
+    rng = np.random.default_rng(seed)
+    words = ["".join(rng.choice(SYLLABLES, int(rng.integers(1, 4)))) for _ in range(400)]
+    with open(path, "w") as f:
+        for _ in range(docs):
+            for _ in range(sentences):
+                n = int(rng.integers(4, 10))
+                f.write(" ".join(rng.choice(words, n)).capitalize() + ".\n")
+            f.write("\n")
+
+
+def trainer_params(work, step):
+    """The trainer's saved parameters, read as a whole TrainState with a target (as the trainer
+    restores), independently of the converter's partial read."""
+    path = os.path.join(work, "checkpoints", str(step), "state")
+    cpu = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
+    with ocp.StandardCheckpointer() as ckptr:
+        meta = ckptr.metadata(path).item_metadata.tree
+        target = jax.tree_util.tree_map(
+            lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=cpu), meta
+        )
+        state = ckptr.restore(path, target)
+    return jax.tree_util.tree_map(np.asarray, state["params"])
+
+
+@pytest.mark.slow
+def test_real_pretraining_run_converts_and_writes_its_model(tmp_path):
+    """`python -m pretrain` (2 CPU devices, 4 steps), then the workdir and its steps convert to
+    the trainer's parameters bit for bit, and WORKDIR/model is the final state + tokenizer."""
+    write_corpus(tmp_path / "corpus.txt")
+    model = {k: v for k, v in MODEL.items() if k != "vocab_size"}
+    config_file = tmp_path / "tiny.py"
+    config_file.write_text(CONFIG.format(corpus=str(tmp_path / "corpus.txt"), model=model,
+                                         steps=STEPS))  # fmt: skip
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2 --xla_backend_optimization_level=0"
+    work = tmp_path / "run"
+    cmd = [sys.executable, "-m", "pretrain", f"--config={config_file}", f"--workdir={work}"]
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f'"step": {STEPS}' in done.stdout.splitlines()[-1]
+
+    final, first = trainer_params(work, STEPS), trainer_params(work, 2)
+    assert not np.array_equal(final["pooler"]["kernel"], first["pooler"]["kernel"])  # it trained
+    assert cli([str(work), str(tmp_path / "newest")]) == 0
+    config, params = checkpoint.load(tmp_path / "newest")
+    assert config.layout == "groups:2" and config.vocab_size == 100
+    assert_bitwise_equal(params, final)
+    source = load_source(str(work / "checkpoints" / "2"))
+    assert source.step == 2
+    assert_bitwise_equal(source.params, first)
+
+    config_m, params_m = checkpoint.load(work / "model")
+    assert config_m == config and checkpoint.load_head(work / "model") is None
+    assert_bitwise_equal(params_m, final)
+    with open(work / "model" / "checkpoint.json") as f:
+        assert json.load(f)["info"] == {"source": str(work), "step": STEPS}
+    tok = checkpoint.load_tokenizer(work / "model")
+    text = "Kalo mine supo, tari vezu."
+    assert tok.vocab_size == 100 and tok.encode(text) == source.tokenizer.encode(text)
