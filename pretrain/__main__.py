@@ -20,6 +20,7 @@ from ml_collections import config_flags
 from albert_jax.data import corpus
 from albert_jax.data.pipeline import resolve_paths
 from albert_jax.train.pretraining import PretrainingTask
+from albert_jax.train.metrics import log_to_file
 from albert_jax.train.trainer import maybe_initialize_distributed, train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
@@ -31,6 +32,8 @@ def main(argv):
     if _CONFIG.value is None or _WORKDIR.value is None:
         raise app.UsageError("--config and --workdir are required")
     config = _CONFIG.value
+    if jax.process_index() == 0:  # library chatter (TFDS, orbax) to the log file, not the console
+        log_to_file(os.path.join(_WORKDIR.value, "train.log"))
     maybe_initialize_distributed(config)
     data = resolve_paths(config.data, _WORKDIR.value)
     if jax.process_index() == 0:
