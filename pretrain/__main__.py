@@ -19,8 +19,8 @@ from ml_collections import config_flags
 
 from albert_jax.data import corpus
 from albert_jax.data.pipeline import resolve_paths
-from albert_jax.train.pretraining import PretrainingTask
 from albert_jax.train.metrics import log_to_file
+from albert_jax.train.pretraining import PretrainingTask
 from albert_jax.train.trainer import maybe_initialize_distributed, train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
