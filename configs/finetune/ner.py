@@ -23,4 +23,5 @@ def get_config(arg: str | None = None):
     c.task.max_seq_length = 128
     c.optim.learning_rate = 1e-3
     c.num_epochs = 1.0
+    c.max_train_examples = 8000  # of 35,565 sentences: minutes on two CPU cores (0: all)
     return c

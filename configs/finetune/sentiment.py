@@ -18,7 +18,7 @@ def get_config(arg: str | None = None):
     d = "data/finetune/sentiment"
     c.task.update(train=f"{d}/train.jsonl", dev=f"{d}/dev.jsonl", test=f"{d}/test.jsonl")
     c.task.prepare = "sentiment"
-    c.task.max_seq_length = 64
+    c.task.max_seq_length = 128  # 14% of the reviews are longer (31% at 64)
     c.optim.learning_rate = 1e-3  # a small model pretrained for minutes: a larger step
-    c.num_epochs = 2.0
+    c.num_epochs = 1.0  # minutes on two CPU cores
     return c
