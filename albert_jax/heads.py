@@ -27,49 +27,37 @@ from albert_jax.model import AlbertForPreTraining, AlbertModel, AlbertOutput, De
 class _ClassifierHead(AlbertModel):
     num_labels: int = 2
     classifier_dropout: float = 0.1
+    per_token = False  # classify every token's output instead of the pooled [CLS] output
 
     def setup(self):
         super().setup()
         self.classifier = Dense(self.config, self.num_labels, ("hidden", None))
 
-    def classify(self, x, deterministic: bool):
+    def __call__(
+        self,
+        input_ids,
+        token_type_ids=None,
+        attention_mask=None,
+        deterministic: bool = True,
+        output_hidden_states: bool = False,
+    ) -> AlbertOutput:
+        out = self.backbone(
+            input_ids, token_type_ids, attention_mask, deterministic, output_hidden_states
+        )
+        x = out.sequence_output if self.per_token else out.pooled_output
         if not deterministic and self.classifier_dropout > 0:
             x = dropout(x, self.classifier_dropout, self.make_rng("dropout"), False)
-        return self.classifier(x).astype(jnp.float32)
+        return out.replace(logits=self.classifier(x).astype(jnp.float32))
 
 
 class AlbertForSequenceClassification(_ClassifierHead):
     """Pooled [CLS] output -> dropout -> dense: logits [B, num_labels] (1 label: regression)."""
 
-    def __call__(
-        self,
-        input_ids,
-        token_type_ids=None,
-        attention_mask=None,
-        deterministic: bool = True,
-        output_hidden_states: bool = False,
-    ) -> AlbertOutput:
-        out = self.backbone(
-            input_ids, token_type_ids, attention_mask, deterministic, output_hidden_states
-        )
-        return out.replace(logits=self.classify(out.pooled_output, deterministic))
-
 
 class AlbertForTokenClassification(_ClassifierHead):
     """Every token's output -> dropout -> dense: logits [B, T, num_labels]."""
 
-    def __call__(
-        self,
-        input_ids,
-        token_type_ids=None,
-        attention_mask=None,
-        deterministic: bool = True,
-        output_hidden_states: bool = False,
-    ) -> AlbertOutput:
-        out = self.backbone(
-            input_ids, token_type_ids, attention_mask, deterministic, output_hidden_states
-        )
-        return out.replace(logits=self.classify(out.sequence_output, deterministic))
+    per_token = True
 
 
 MODELS = {

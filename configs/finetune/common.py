@@ -12,6 +12,14 @@ from albert_jax.optim import default_optim_config
 from configs.pretrain.common import trainer_defaults
 
 
+def use_prepared(c, name: str, ext: str) -> None:
+    """Train / dev / test files of a `python -m finetune.prepare NAME` dataset (built on first
+    use) under data/finetune/NAME, relative to the working directory."""
+    d = f"data/finetune/{name}"
+    c.task.update(train=f"{d}/train.{ext}", dev=f"{d}/dev.{ext}", test=f"{d}/test.{ext}")
+    c.task.prepare = name
+
+
 def get_common(task_type: str) -> ml_collections.ConfigDict:
     c = trainer_defaults()
     c.init = "runs/cpu_small/model"  # ours, transformers dir, TF1 checkpoint or pretrain workdir

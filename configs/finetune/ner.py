@@ -9,15 +9,13 @@ Starts from the README's pretraining run (`runs/cpu_small/model`); the data is b
 use (`python -m finetune.prepare ner`).
 """
 
-from configs.finetune.common import get_common
+from configs.finetune.common import get_common, use_prepared
 
 
 def get_config(arg: str | None = None):
     del arg
     c = get_common("tagging")
-    d = "data/finetune/ner"
-    c.task.update(train=f"{d}/train.conll", dev=f"{d}/dev.conll", test=f"{d}/test.conll")
-    c.task.prepare = "ner"
+    use_prepared(c, "ner", "conll")
     c.task.scheme = "BIO"
     c.task.space_between_words = False
     c.task.max_seq_length = 128

@@ -6,15 +6,13 @@
 Data built on first use (`python -m finetune.prepare seg`).
 """
 
-from configs.finetune.common import get_common
+from configs.finetune.common import get_common, use_prepared
 
 
 def get_config(arg: str | None = None):
     del arg
     c = get_common("tagging")
-    d = "data/finetune/seg"
-    c.task.update(train=f"{d}/train.conll", dev=f"{d}/dev.conll", test=f"{d}/test.conll")
-    c.task.prepare = "seg"
+    use_prepared(c, "seg", "conll")
     c.task.scheme = "BMES"
     c.task.space_between_words = False
     c.task.max_seq_length = 128

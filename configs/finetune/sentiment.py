@@ -9,15 +9,13 @@ Starts from the README's pretraining run (`runs/cpu_small/model`); the data is b
 use (`python -m finetune.prepare sentiment`).
 """
 
-from configs.finetune.common import get_common
+from configs.finetune.common import get_common, use_prepared
 
 
 def get_config(arg: str | None = None):
     del arg
     c = get_common("classification")
-    d = "data/finetune/sentiment"
-    c.task.update(train=f"{d}/train.jsonl", dev=f"{d}/dev.jsonl", test=f"{d}/test.jsonl")
-    c.task.prepare = "sentiment"
+    use_prepared(c, "sentiment", "jsonl")
     c.task.max_seq_length = 128  # 14% of the reviews are longer (31% at 64)
     c.optim.learning_rate = 1e-3  # a small model pretrained for minutes: a larger step
     c.num_epochs = 1.0  # minutes on two CPU cores
