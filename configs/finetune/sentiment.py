@@ -16,7 +16,9 @@ def get_config(arg: str | None = None):
     del arg
     c = get_common("classification")
     use_prepared(c, "sentiment", "jsonl")
-    c.task.max_seq_length = 128  # 14% of the reviews are longer (31% at 64)
-    c.optim.learning_rate = 1e-3  # a small model pretrained for minutes: a larger step
-    c.num_epochs = 1.0  # minutes on two CPU cores
+    c.task.max_seq_length = 64  # 31% of the reviews are longer (14% at 128): CPU minutes
+    # The reference AdamW has no bias correction: its first hundreds of steps are ~3x larger
+    # than Adam's, so 1e-3 collapses this small model to one class; 3e-4 trains.
+    c.optim.learning_rate = 3e-4
+    c.num_epochs = 2.0
     return c
