@@ -11,8 +11,6 @@ import numpy as np
 from albert_jax.config import AlbertConfig
 from albert_jax.convert.errors import ConversionError
 
-GROUPED = ("encoder/attention/", "encoder/ffn/")  # leaves carrying a group axis when G > 1
-
 
 def expected_shapes(
     config: AlbertConfig, head: dict[str, Any] | None = None
@@ -45,12 +43,11 @@ def unflatten(flat: dict[str, Any]) -> dict[str, Any]:
     return tree
 
 
-def groups_of(config: AlbertConfig, path: str) -> int:
-    if path.startswith("encoder/attention/"):
-        return config.attention_groups
-    if path.startswith("encoder/ffn/"):
-        return config.ffn_groups
-    return 0  # not grouped
+def is_stacked(config: AlbertConfig, path: str) -> bool:
+    """Whether the leaf has a leading layer/group axis (the model's 'layers' logical axis)."""
+    from albert_jax.sharing import stacked_paths
+
+    return path in stacked_paths(config)
 
 
 def layout_from_layer_groups(src_of_layer: list[int]) -> tuple[int, list[int], str | None]:
@@ -94,7 +91,7 @@ def check_and_build(
     shapes = expected_shapes(config, head)
     missing, misshaped, used = [], [], set()
     for path, names in source_names.items():
-        want = shapes[path][1:] if groups_of(config, path) > 1 else shapes[path]
+        want = shapes[path][1:] if is_stacked(config, path) else shapes[path]
         for name in names:
             used.add(name)
             if name not in available:
@@ -127,7 +124,7 @@ def check_and_build(
             if not np.all(np.isfinite(a)):
                 raise ConversionError(f"{where}: tensor {name} has non-finite values")
             arrays.append(np.ascontiguousarray(a, dtype=np.float32))
-        flat[path] = arrays[0] if groups_of(config, path) <= 1 else np.stack(arrays)
+        flat[path] = np.stack(arrays) if is_stacked(config, path) else arrays[0]
     return unflatten(flat)
 
 

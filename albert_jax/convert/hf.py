@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from albert_jax.config import AlbertConfig
-from albert_jax.convert.common import check_and_build, flatten, groups_of, layout_from_layer_groups
+from albert_jax.convert.common import check_and_build, flatten, is_stacked, layout_from_layer_groups
 from albert_jax.convert.errors import ConversionError
 
 _LAYER = "albert.encoder.albert_layer_groups.{g}.albert_layers.0."
@@ -392,7 +392,7 @@ def hf_tensors(
         leaf = np.asarray(flat[path], np.float32)
         for h in sorted(our_of_hf) if "{g}" in name else [None]:
             a = leaf
-            if h is not None and groups_of(config, path) > 1:
+            if h is not None and is_stacked(config, path):
                 a = leaf[our_of_hf[h]]
             a = a.T if transposed else a
             tensors[name.format(g=h)] = np.ascontiguousarray(a)
