@@ -1,0 +1,236 @@
+"""Fine-tuning train-step throughput: sequence classification, ours (shared and unshared) vs peer.
+
+    python benchmarks/finetune_step.py --size base --batch 8 --seq 128 --steps 5
+    python benchmarks/finetune_step.py --size base --peer-python /tmp/peer/bin/python
+
+Times one full fine-tuning step (forward + backward + AdamW update, classifier dropout 0.1 on,
+encoder and attention dropout 0 as in the reference fine-tuning setup) of
+`AlbertForSequenceClassification` built and stepped exactly as the trainer does
+(`albert_jax.train.trainer.create_state` / `make_train_step`, jitted with the state donated, on a
+1-device mesh), for each requested sharing layout. Per layout it reports the compile time (trace +
+lower + XLA compile, ahead of time), the first step after compiling, and the median step time (wall;
+`step_cpu_s`: the process's CPU time, less sensitive to other load on a shared machine) and
+examples/s over `--steps` timed steps after `--warmup` untimed ones.
+
+With `--peer-python` it then runs `benchmarks/peer_finetune.py` (transformers'
+`FlaxAlbertForSequenceClassification` + optax AdamW, same sizes, batch and inputs) with that
+interpreter, one after the other on the same machine, and adds its JSON and the ratios
+`ours_over_peer` (examples/s, per layout). Prints one JSON document; `--out FILE` also writes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from jax.sharding import NamedSharding, PartitionSpec
+
+from albert_jax import partitioning, presets
+from albert_jax.heads import AlbertForSequenceClassification
+from albert_jax.optim import make_optimizer
+from albert_jax.train.trainer import create_state, make_train_step
+
+SIZES = ("tiny", "small", "base", "large", "xlarge", "xxlarge")
+NUM_LABELS = 2
+CLASSIFIER_DROPOUT = 0.1
+
+
+class ClassificationTask:
+    """The trainer's task interface, reduced to what the train step needs."""
+
+    def __init__(self, model_config):
+        self.model_config = model_config
+        self.model = AlbertForSequenceClassification(
+            model_config, num_labels=NUM_LABELS, classifier_dropout=CLASSIFIER_DROPOUT
+        )
+
+    def dummy_batch(self):
+        return {"input_ids": jnp.zeros((1, 8), jnp.int32)}
+
+    def normalizers(self, batch):
+        return {"n": jnp.asarray(batch["labels"].shape[0], jnp.float32)}
+
+    def loss(self, params, batch, norms, rng):
+        out = self.model.apply(
+            {"params": params},
+            batch["input_ids"],
+            batch["token_type_ids"],
+            batch["attention_mask"],
+            deterministic=rng is None,
+            rngs=None if rng is None else {"dropout": rng},
+        )
+        nll = optax.softmax_cross_entropy_with_integer_labels(out.logits, batch["labels"])
+        correct = (jnp.argmax(out.logits, -1) == batch["labels"]).astype(jnp.float32)
+        return nll.sum() / norms["n"], {"accuracy": correct.sum() / norms["n"]}
+
+
+def make_batch(vocab_size: int, batch: int, seq: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random token ids (no padding), two segments, random labels (peer_finetune.py: the same)."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, vocab_size, size=(batch, seq), dtype=np.int32)
+    token_type = np.zeros((batch, seq), np.int32)
+    token_type[:, seq // 2 :] = 1
+    return {
+        "input_ids": ids,
+        "token_type_ids": token_type,
+        "attention_mask": np.ones((batch, seq), np.int32),
+        "labels": rng.integers(0, NUM_LABELS, size=(batch,), dtype=np.int32),
+    }
+
+
+def model_config_for(args, layout: str):
+    return presets.get(
+        f"albert-{args.size}",
+        layout=layout,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        scan_layers=not args.unrolled,
+        remat=args.remat,
+    )
+
+
+def optim_config():
+    return ml_collections.ConfigDict(
+        dict(name="adamw", learning_rate=1e-5, warmup_steps=0, total_steps=1000)
+    )
+
+
+def time_steps(step, state, batch, warmup: int, steps: int):
+    """(state, first step seconds, timed wall seconds, timed process CPU seconds, last metrics)."""
+    times, cpu, metrics = [], [], None
+    for _ in range(1 + warmup + steps):
+        t, c = time.perf_counter(), time.process_time()
+        state, metrics = step(state, batch)
+        jax.block_until_ready((state, metrics))
+        times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    return state, times[0], times[1 + warmup :], cpu[1 + warmup :], metrics
+
+
+def measure(args, layout: str) -> dict:
+    config = model_config_for(args, layout)
+    task = ClassificationTask(config)
+    mesh = partitioning.make_mesh((1, 1, 1))
+    rules = partitioning.DEFAULT_RULES
+    tx, schedule = make_optimizer(optim_config(), config)
+    init, shardings, _ = create_state(task, tx, mesh, rules, seed=0)
+    batch_shard = partitioning.batch_sharding(mesh)
+    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+        state = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(0))
+        batch = {
+            k: jax.device_put(v, batch_shard)
+            for k, v in make_batch(config.vocab_size, args.batch, args.seq).items()
+        }
+        step = jax.jit(
+            make_train_step(task, tx, schedule, mesh, accum_steps=1),
+            in_shardings=(shardings, batch_shard),
+            out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())),
+            donate_argnums=(0,),
+        )
+        t0 = time.perf_counter()
+        compiled = step.lower(state, batch).compile()
+        compile_s = time.perf_counter() - t0
+        state, first, times, cpu, metrics = time_steps(
+            compiled, state, batch, args.warmup, args.steps
+        )
+    n_params = sum(x.size for x in jax.tree_util.tree_leaves(state.params))
+    step_s = statistics.median(times)
+    return {
+        "layout": layout,
+        "scan_layers": config.scan_layers,
+        "remat": config.remat,
+        "params": int(n_params),
+        "compile_s": round(compile_s, 2),
+        "first_step_s": round(first, 3),
+        "step_s": round(step_s, 4),
+        "step_s_min": round(min(times), 4),
+        "step_cpu_s": round(statistics.median(cpu), 4),
+        "examples_per_s": round(args.batch / step_s, 2),
+        "loss": round(float(metrics["loss"]), 4),
+    }
+
+
+def run_peer(args, config) -> dict:
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_finetune.py")
+    cmd = [args.peer_python, script, "--size", args.size, "--batch", str(args.batch)]
+    cmd += ["--seq", str(args.seq), "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"peer benchmark failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    peer = json.loads(proc.stdout.strip().splitlines()[-1])
+    ours = {k: getattr(config, k) for k in ("vocab_size", "embedding_size", "hidden_size")}
+    ours.update(
+        num_layers=config.num_layers,
+        num_heads=config.num_heads,
+        intermediate_size=config.intermediate_size,
+    )
+    if peer.get("model") != ours:
+        raise RuntimeError(f"peer model {peer.get('model')} differs from ours {ours}")
+    return peer
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size", default="base", choices=SIZES, help="preset albert-SIZE")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=5, help="timed steps (median reported)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps after the first")
+    parser.add_argument("--layouts", default="all,none", help="comma-separated sharing layouts")
+    parser.add_argument("--unrolled", action="store_true", help="scan_layers=False")
+    parser.add_argument("--remat", default="none", help="none | full | save_dots")
+    parser.add_argument("--peer-python", default=None, help="interpreter for peer_finetune.py")
+    parser.add_argument("--out", default=None, help="also write the JSON here")
+    args = parser.parse_args()
+
+    rows = []
+    for layout in args.layouts.split(","):
+        rows.append(measure(args, layout.strip()))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    config = model_config_for(args, "all")
+    result = {
+        "benchmark": "finetune_step",
+        "task": "sequence_classification",
+        "size": args.size,
+        "batch": args.batch,
+        "seq": args.seq,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "optimizer": "adamw lr 1e-5, clip 1.0",
+        "dropout": {"hidden": 0.0, "attention": 0.0, "classifier": CLASSIFIER_DROPOUT},
+        "backend": jax.default_backend(),
+        "jax": jax.__version__,
+        "flax": flax.__version__,
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "ours": rows,
+    }
+    if args.peer_python:
+        peer = run_peer(args, config)
+        print(json.dumps(peer), file=sys.stderr, flush=True)
+        result["peer"] = peer
+        result["ours_over_peer"] = {
+            r["layout"]: round(r["examples_per_s"] / peer["examples_per_s"], 3) for r in rows
+        }
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
