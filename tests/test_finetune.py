@@ -112,7 +112,14 @@ def read_jsonl(path):
         return [json.loads(line) for line in f]
 
 
-@pytest.mark.parametrize("task_type", ["classification", "regression", "tagging"])
+@pytest.mark.parametrize(
+    "task_type",
+    [
+        pytest.param("classification", marks=pytest.mark.slow),  # the CLI test covers it too
+        pytest.param("regression", marks=pytest.mark.slow),
+        "tagging",
+    ],
+)
 def test_every_task_type_trains_evaluates_whole_splits_and_predicts(
     pretrained, files, tmp_path, task_type
 ):
@@ -230,6 +237,7 @@ def test_tagging_loss_is_a_masked_mean_over_first_pieces(pretrained, files):
     assert float(loss) == pytest.approx(want, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_seeds_give_mean_and_std(pretrained, files, tmp_path):
     config = make_config(pretrained, "classification", files, seeds="0,1", total_steps=3)
     summary = F.run(config, str(tmp_path))
@@ -269,6 +277,7 @@ def test_bad_inputs_are_named_and_nothing_is_trained(pretrained, files, tmp_path
     assert data.stats["train"]["truncated"] > 0  # over-long inputs are cut and counted
 
 
+@pytest.mark.slow
 def test_head_with_other_labels_must_start_fresh(pretrained, files, tmp_path):
     config = make_config(pretrained, "classification", files, total_steps=3)
     F.run(config, str(tmp_path / "first"))
@@ -287,6 +296,7 @@ def test_head_with_other_labels_must_start_fresh(pretrained, files, tmp_path):
     assert checkpoint.load_head(tmp_path / "second" / "best")["labels"] == ["mid", "neg", "pos"]
 
 
+@pytest.mark.slow
 def test_layerwise_decay_needs_per_layer_weights(pretrained, files, tmp_path):
     config = make_config(pretrained, "classification", files, total_steps=2)
     config.optim.layerwise_decay = 0.8
