@@ -20,7 +20,7 @@ from ml_collections import config_flags
 from albert_jax.data import corpus
 from albert_jax.data.pipeline import resolve_paths
 from albert_jax.train.metrics import log_to_file
-from albert_jax.train.pretraining import PretrainingTask
+from albert_jax.train.pretraining import PretrainingTask, write_model
 from albert_jax.train.trainer import maybe_initialize_distributed, train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
@@ -49,27 +49,6 @@ def main(argv):
         from jax.experimental import multihost_utils
 
         multihost_utils.sync_global_devices("model written")
-
-
-def write_model(workdir: str, total_steps: int) -> str | None:
-    """WORKDIR/model from the newest train-state checkpoint, if the run got to `total_steps` (a
-    preempted run is resumed later and writes it then); returns its path. The parameters come
-    from disk, so nothing sharded is gathered and only this process takes part."""
-    from albert_jax import checkpoint
-    from albert_jax.convert import load_workdir, workdir_steps
-
-    steps = workdir_steps(workdir)
-    if not steps or steps[-1] < total_steps:
-        print(f"stopped before step {total_steps}: {workdir}/model not written", flush=True)
-        return None
-    source = load_workdir(workdir)
-    for note in source.notes:
-        print(f"note: {note}", flush=True)
-    out = os.path.join(workdir, "model")
-    info = {"source": os.path.abspath(workdir), "step": source.step}
-    checkpoint.save(out, source.config, source.params, tokenizer=source.tokenizer, info=info)
-    print(json.dumps({"model": out, "step": source.step}), flush=True)
-    return out
 
 
 if __name__ == "__main__":

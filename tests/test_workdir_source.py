@@ -2,8 +2,8 @@
 writes it (orbax CheckpointManager, `checkpoints/<step>/state` holding step/params/opt_state/rng,
 the run's config.json, the corpus tokenizer under data/): newest and explicit steps read the saved
 parameters bit for bit, a damaged newest step falls back to the previous one, bad workdirs fail
-clearly, and `pretrain.__main__.write_model` writes WORKDIR/model. A slow test runs the real
-`python -m pretrain` on a tiny synthetic corpus and checks the same against its checkpoints."""
+clearly, and `albert_jax.train.pretraining.write_model` writes WORKDIR/model. A slow test runs
+the real `python -m pretrain` on a tiny synthetic corpus and checks the same against its checkpoints."""
 
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ def test_missing_tokenizer_is_a_note(tmp_path):
 
 
 def test_write_model_at_the_end_of_a_run(workdir, tmp_path, capsys):
-    from pretrain.__main__ import write_model
+    from albert_jax.train.pretraining import write_model
 
     path, states = workdir
     copy = tmp_path / "run"

@@ -6,6 +6,9 @@ denominators, so gradient accumulation reproduces the full batch.
 
 from __future__ import annotations
 
+import json
+import os
+
 import jax
 import jax.numpy as jnp
 
@@ -96,3 +99,24 @@ class PretrainingTask:
         return train_flops_per_sequence(
             self.model_config, int(self.data.max_seq_length), int(self.data.max_predictions)
         )
+
+
+def write_model(workdir: str, total_steps: int) -> str | None:
+    """WORKDIR/model from the newest train-state checkpoint, if the run got to `total_steps` (a
+    preempted run is resumed later and writes it then); returns its path. The parameters come
+    from disk, so nothing sharded is gathered and only this process takes part."""
+    from albert_jax import checkpoint
+    from albert_jax.convert import load_workdir, workdir_steps
+
+    steps = workdir_steps(workdir)
+    if not steps or steps[-1] < total_steps:
+        print(f"stopped before step {total_steps}: {workdir}/model not written", flush=True)
+        return None
+    source = load_workdir(workdir)
+    for note in source.notes:
+        print(f"note: {note}", flush=True)
+    out = os.path.join(workdir, "model")
+    info = {"source": os.path.abspath(workdir), "step": source.step}
+    checkpoint.save(out, source.config, source.params, tokenizer=source.tokenizer, info=info)
+    print(json.dumps({"model": out, "step": source.step}), flush=True)
+    return out
