@@ -3,7 +3,8 @@ writes it (orbax CheckpointManager, `checkpoints/<step>/state` holding step/para
 the run's config.json, the corpus tokenizer under data/): newest and explicit steps read the saved
 parameters bit for bit, a damaged newest step falls back to the previous one, bad workdirs fail
 clearly, and `albert_jax.train.pretraining.write_model` writes WORKDIR/model. A slow test runs
-the real `python -m pretrain` on a tiny synthetic corpus and checks the same against its checkpoints."""
+the real `python -m pretrain` on a tiny synthetic corpus and checks the same against its
+checkpoints."""
 
 from __future__ import annotations
 
