@@ -162,7 +162,14 @@ def test_every_task_type_trains_evaluates_whole_splits_and_predicts(
                 np.testing.assert_allclose(a[k], b[k], rtol=1e-4, atol=1e-5)
             else:
                 assert a[k] == b[k], k
-    assert values[metric] == pytest.approx(results["dev"][metric], rel=1e-3)
+    if task_type == "regression":  # a correlation of near-constant outputs amplifies rounding
+        from scipy import stats
+
+        labels = [x["label"] for x in again]
+        r = stats.pearsonr(labels, [x["prediction"] for x in again])[0]
+        assert values["pearson"] == pytest.approx(r, abs=1e-6)
+    else:
+        assert values[metric] == pytest.approx(results["dev"][metric], rel=1e-3)
     assert summary["dev"][metric]["mean"] == pytest.approx(results["dev"][metric])
 
 
