@@ -97,7 +97,7 @@ def model_config_for(args, layout: str):
         layout=layout,
         hidden_dropout=0.0,
         attention_dropout=0.0,
-        scan_layers=not args.unrolled,
+        scan_layers=args.scan,
         remat=args.remat,
     )
 
@@ -190,10 +190,12 @@ def main():
     parser.add_argument("--steps", type=int, default=5, help="timed steps (median reported)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps after the first")
     parser.add_argument("--layouts", default="all,none", help="comma-separated sharing layouts")
-    parser.add_argument("--unrolled", action="store_true", help="scan_layers=False")
     parser.add_argument(
-        "--remat", default="save_dots", help="none | full | save_dots (the fine-tuning default)"
+        "--scan",
+        action="store_true",
+        help="nn.scan over layers (default: unrolled, as fine-tuning)",
     )
+    parser.add_argument("--remat", default="none", help="none | full | save_dots")
     parser.add_argument("--peer-python", default=None, help="interpreter for peer_finetune.py")
     parser.add_argument("--out", default=None, help="also write the JSON here")
     args = parser.parse_args()
