@@ -193,7 +193,7 @@ def main():
     parser.add_argument(
         "--scan",
         action="store_true",
-        help="nn.scan over layers (default: unrolled, as fine-tuning)",
+        help="nn.scan over layers (default: unrolled, as in fine-tuning)",
     )
     parser.add_argument("--remat", default="none", help="none | full | save_dots")
     parser.add_argument("--peer-python", default=None, help="interpreter for peer_finetune.py")
