@@ -440,3 +440,63 @@ def test_lr_multipliers_layerwise_decay_and_frozen():
         make_optimizer(cfg, config.with_layout("all"), _tree(config.with_layout("all")))
     with pytest.raises(ValueError, match="not 'regex=multiplier'"):
         make_optimizer(optim_config("adamw", lr_multipliers="oops"), config, params)
+
+
+# ---------------------------------------------------------------- several attention and FFN groups
+
+
+@pytest.mark.parametrize("groups", [(6, 6), (3, 2)])
+def test_grouped_model_updates_each_group_as_its_own_variable(groups):
+    """make_optimizer on a real model whose attention and FFN are both stacked: group g of every
+    stacked leaf must get exactly the update a one-group model gets from that group's slice (a
+    trust ratio over the whole stack, or a stacked leaf taken for one variable, changes it)."""
+    from albert_jax.model import AlbertModel, init_params
+
+    A, F = groups
+    one = AlbertConfig(
+        vocab_size=11, embedding_size=4, hidden_size=8, num_layers=6, num_heads=2,
+        intermediate_size=12, max_position_embeddings=8,
+    )  # fmt: skip
+    grouped = one.replace(attention_groups=A, ffn_groups=F)
+    ocfg = default_optim_config()
+    ocfg.update(name="lamb", learning_rate=0.1, warmup_steps=0, total_steps=10, clip_norm=0.0)
+    rng = np.random.default_rng(0)
+    normal = lambda x: rng.normal(size=x.shape).astype(np.float32)
+    params = init_params(AlbertModel(grouped), jax.random.PRNGKey(0))
+    # Groups of very different scales, so one ratio over a whole stack differs from per-group ones.
+    scale = lambda x: x * np.arange(1, len(x) + 1).reshape(-1, *[1] * (x.ndim - 1)) ** 2
+    params["encoder"] = {
+        "attention": jax.tree_util.tree_map(scale, params["encoder"]["attention"]),
+        "ffn": jax.tree_util.tree_map(scale, params["encoder"]["ffn"]),
+    }
+    grads = [jax.tree_util.tree_map(normal, params) for _ in range(2)]
+
+    def run(config, p, gs):
+        tx, _ = make_optimizer(ocfg, config)
+        state = tx.init(p)
+        for g in gs:
+            u, state = tx.update(g, state, p)
+            p = optax.apply_updates(p, u)
+        return p
+
+    def single(tree, a, f):  # attention group a and FFN group f as a one-group tree
+        enc = tree["encoder"]
+        return {**tree, "encoder": {
+            "attention": jax.tree_util.tree_map(lambda x: x[a], enc["attention"]),
+            "ffn": jax.tree_util.tree_map(lambda x: x[f], enc["ffn"]),
+        }}  # fmt: skip
+
+    ours = jax.jit(lambda p, gs: run(grouped, p, gs))(params, grads)
+    alone = jax.jit(lambda p, gs: run(one, p, gs))
+    for k in range(max(A, F)):
+        a, f = k % A, k % F
+        want = alone(single(params, a, f), [single(g, a, f) for g in grads])
+        got = single(ours, a, f)
+        for (path, x), y in zip(
+            jax.tree_util.tree_flatten_with_path(got)[0],
+            jax.tree_util.tree_leaves(want),
+            strict=True,
+        ):
+            np.testing.assert_allclose(
+                x, y, rtol=2e-6, atol=1e-7, err_msg=f"{path_str(path)}, groups ({a}, {f})"
+            )

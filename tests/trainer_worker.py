@@ -94,7 +94,8 @@ def _dataset(
     )
 
 
-def make_task(config, sleep_from=None, inf_at=None, delay_from=None):
+def make_task(config, sleep_from=None, inf_at=None, delay_from=None, model=None):
+    """The synthetic task on `model` (an AlbertConfig; default `tiny_model_config()`)."""
     from albert_jax.train.pretraining import PretrainingTask
 
     class SyntheticTask(PretrainingTask):
@@ -104,7 +105,7 @@ def make_task(config, sleep_from=None, inf_at=None, delay_from=None):
         def eval_iterator(self, process_index, process_count):
             return _dataset(process_index, process_count)
 
-    return SyntheticTask(config, config.data, model_config=tiny_model_config())
+    return SyntheticTask(config, config.data, model_config=model or tiny_model_config())
 
 
 def make_config(**overrides) -> ml_collections.ConfigDict:

@@ -1,0 +1,97 @@
+"""The trainer's wiring, checked against a direct computation that shares none of its code: the
+logged loss of each step equals the model applied to that step's batch with the parameters the
+trainer held then (inputs in the right slots, the right batch, the right parameters), evaluation
+runs without dropout on the current parameters, and dropout is on in training, on grouped and
+unshared layouts too."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from flax import linen as nn
+from test_trainer import load_state, read_metrics
+from trainer_worker import make_config, make_global_batch, make_task, tiny_model_config
+
+from albert_jax.model import AlbertForPreTraining
+from albert_jax.train.trainer import train
+
+
+def log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def direct_losses(model_config, params, batch) -> dict[str, float]:
+    """MLM + SOP as run_pretraining.py defines them, in float64 NumPy from the model's logits."""
+    out = AlbertForPreTraining(model_config).apply(
+        {"params": params},
+        input_ids=batch["input_ids"],
+        token_type_ids=batch["segment_ids"],
+        attention_mask=batch["input_mask"],
+        masked_positions=batch["masked_lm_positions"],
+    )
+    mlm = log_softmax(np.asarray(out.mlm_logits, np.float64))
+    w = batch["masked_lm_weights"].astype(np.float64)
+    nll = -np.take_along_axis(mlm, batch["masked_lm_ids"][..., None], -1)[..., 0]
+    sop = log_softmax(np.asarray(out.sop_logits, np.float64))
+    labels = batch["sentence_order_label"]
+    mlm_loss = (w * nll).sum() / (w.sum() + 1e-5)
+    sop_loss = -np.take_along_axis(sop, labels[:, None], -1).mean()
+    return {"loss": mlm_loss + sop_loss, "mlm_loss": mlm_loss, "sop_loss": sop_loss}
+
+
+def initial_params(task, seed=0):
+    """What train() starts from: the task model initialised with PRNGKey(config.seed)."""
+    variables = task.model.init(jax.random.PRNGKey(seed), **task.dummy_batch())
+    return jax.tree_util.tree_map(np.asarray, nn.meta.unbox(variables["params"]))
+
+
+def test_each_logged_loss_equals_the_model_on_that_batch_with_those_params(tmp_path):
+    config = make_config(total_steps=3, checkpoint_every=1)
+    task = make_task(config)
+    train(config, str(tmp_path), task)
+    rows = read_metrics(tmp_path)
+    params = initial_params(task)
+    for step in (1, 2, 3):
+        want = direct_losses(task.model_config, params, make_global_batch(step - 1))
+        for k, v in want.items():
+            assert rows[step][k] == pytest.approx(v, rel=2e-5), (step, k)
+        params = load_state(tmp_path, step)["params"]
+    # The parameters moved, so a stale copy (or batch) would have shown above.
+    assert rows[3]["loss"] != pytest.approx(rows[1]["loss"], rel=1e-3)
+
+
+@pytest.mark.parametrize("layout", ["groups:2", "none"])
+def test_dropout_and_evaluation_on_grouped_and_unshared_layouts(tmp_path, layout):
+    model = (
+        tiny_model_config().with_layout(layout).replace(hidden_dropout=0.1, attention_dropout=0.1)
+    )
+    config = make_config(total_steps=3, checkpoint_every=3, eval_every=3, eval_batches=2)
+    task = make_task(config, model=model)
+    train(config, str(tmp_path), task)
+    rows = read_metrics(tmp_path)
+    start = initial_params(task)
+    # Training applies dropout: step 1's loss is not the deterministic one, but close to it.
+    clean = direct_losses(model, start, make_global_batch(0))["loss"]
+    assert rows[1]["loss"] != pytest.approx(clean, rel=1e-4)
+    assert rows[1]["loss"] == pytest.approx(clean, rel=0.2)
+    # Evaluation is deterministic, on the final parameters, averaged over the eval batches.
+    final = load_state(tmp_path, 3)["params"]
+    evals = [direct_losses(model, final, make_global_batch(i)) for i in range(2)]
+    with open(tmp_path / "metrics.jsonl") as f:
+        import json
+
+        ev = [json.loads(line) for line in f if '"eval"' in line]
+    assert [r["step"] for r in ev] == [3]
+    for k in ("mlm_loss", "sop_loss"):
+        assert ev[0][k] == pytest.approx(np.mean([e[k] for e in evals]), rel=2e-5), k
+    # Every group of every stacked leaf trained (the key bias has an exactly zero gradient).
+    for path, before in jax.tree_util.tree_flatten_with_path(start["encoder"])[0]:
+        name = jax.tree_util.keystr(path)
+        after = final["encoder"]
+        for p in path:
+            after = after[p.key]
+        moved = np.abs(after - before).reshape(len(before), -1).max(1)
+        if "key']['bias" not in name:
+            assert (moved > 0).all(), f"{name}: groups {np.nonzero(moved == 0)[0]} did not move"
