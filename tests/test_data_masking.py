@@ -198,3 +198,22 @@ def test_no_candidates():
     toks = np.array([2, 3, 3], np.int32)
     m = _mask(toks, np.ones(3, np.bool_), np.ones(3, np.bool_), 0)
     assert len(m.positions) == 0 and m.budget == 1
+
+
+@pytest.mark.parametrize("ngram", [1, 3])
+def test_masked_positions_spread_over_the_whole_sequence(ngram):
+    """Candidates are drawn in random order: every tenth of the sequence holds a tenth of the
+    masked tokens (5 binomial SE), and a sequence's masked tokens are not one contiguous run."""
+    rng = np.random.default_rng(4)
+    length, deciles, runs = 128, np.zeros(10), []
+    for seed in range(400):
+        toks, starts, special = _sequence(rng, length)
+        m = _mask(toks, starts, special, seed, ngram=ngram)
+        free = np.flatnonzero(~special)  # position among the maskable tokens, 0..1
+        rel = np.searchsorted(free, m.positions) / len(free)
+        deciles += np.bincount(np.minimum((rel * 10).astype(int), 9), minlength=10)
+        runs.append(np.count_nonzero(np.diff(np.sort(m.positions)) > 1) + 1)
+    n = deciles.sum()
+    se = np.sqrt(n * 0.1 * 0.9)
+    assert np.all(np.abs(deciles - n / 10) <= 5 * se), deciles
+    assert np.mean(runs) > 0.5 * len(m.positions) / ngram  # many separate spans per sequence
