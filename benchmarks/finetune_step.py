@@ -12,10 +12,13 @@ lower + XLA compile, ahead of time), the first step after compiling, and the med
 `step_cpu_s`: the process's CPU time, less sensitive to other load on a shared machine) and
 examples/s over `--steps` timed steps after `--warmup` untimed ones.
 
-With `--peer-python` it then runs `benchmarks/peer_finetune.py` (transformers'
-`FlaxAlbertForSequenceClassification` + optax AdamW, same sizes, batch and inputs) with that
-interpreter, one after the other on the same machine, and adds its JSON and the ratios
-`ours_over_peer` (examples/s, per layout). Prints one JSON document; `--out FILE` also writes it.
+With `--peer-python` each layout is also run by `benchmarks/peer_finetune.py` (transformers'
+`FlaxAlbertForSequenceClassification` + optax AdamW, same sizes, batch and inputs; `none` as
+transformers' `num_hidden_groups=L`) with that interpreter, alternating with ours for `--rounds`
+rounds on the same machine, and the JSON gains the peer's rows and `ours_over_peer`: per layout,
+the ratio of examples/s in each round and their median (alternating rounds, so that load from
+elsewhere on a shared machine hits both sides alike). Prints one JSON document; `--out FILE` also
+writes it.
 """
 
 from __future__ import annotations
@@ -163,9 +166,13 @@ def measure(args, layout: str) -> dict:
     }
 
 
-def run_peer(args, config) -> dict:
+PEER_GROUPS = {"all": lambda L: 1, "none": lambda L: L}  # layouts transformers can express
+
+
+def run_peer(args, config, layout: str) -> dict:
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_finetune.py")
     cmd = [args.peer_python, script, "--size", args.size, "--batch", str(args.batch)]
+    cmd += ["--groups", str(PEER_GROUPS[layout](config.num_layers))]
     cmd += ["--seq", str(args.seq), "--steps", str(args.steps), "--warmup", str(args.warmup)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -177,7 +184,7 @@ def run_peer(args, config) -> dict:
         num_heads=config.num_heads,
         intermediate_size=config.intermediate_size,
     )
-    if peer.get("model") != ours:
+    if peer.get("model") != ours or peer.get("layout") != layout:
         raise RuntimeError(f"peer model {peer.get('model')} differs from ours {ours}")
     return peer
 
@@ -197,14 +204,21 @@ def main():
     )
     parser.add_argument("--remat", default="none", help="none | full | save_dots")
     parser.add_argument("--peer-python", default=None, help="interpreter for peer_finetune.py")
+    parser.add_argument("--rounds", type=int, default=1, help="alternating ours/peer rounds")
     parser.add_argument("--out", default=None, help="also write the JSON here")
     args = parser.parse_args()
 
-    rows = []
-    for layout in args.layouts.split(","):
-        rows.append(measure(args, layout.strip()))
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    config = model_config_for(args, "all")
+    layouts = [x.strip() for x in args.layouts.split(",")]
+    rows, peers, ratios = [], [], {}
+    for r in range(args.rounds):
+        for layout in layouts:
+            rows.append(dict(measure(args, layout), round=r))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            if args.peer_python and layout in PEER_GROUPS:
+                peers.append(dict(run_peer(args, model_config_for(args, layout), layout), round=r))
+                print(json.dumps(peers[-1]), file=sys.stderr, flush=True)
+                ratio = rows[-1]["examples_per_s"] / peers[-1]["examples_per_s"]
+                ratios.setdefault(layout, []).append(round(ratio, 3))
     result = {
         "benchmark": "finetune_step",
         "task": "sequence_classification",
@@ -220,14 +234,13 @@ def main():
         "flax": flax.__version__,
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
+        "rounds": args.rounds,
         "ours": rows,
     }
-    if args.peer_python:
-        peer = run_peer(args, config)
-        print(json.dumps(peer), file=sys.stderr, flush=True)
-        result["peer"] = peer
+    if peers:
+        result["peer"] = peers
         result["ours_over_peer"] = {
-            r["layout"]: round(r["examples_per_s"] / peer["examples_per_s"], 3) for r in rows
+            k: {"rounds": v, "median": round(statistics.median(v), 3)} for k, v in ratios.items()
         }
     text = json.dumps(result, indent=2)
     print(text)

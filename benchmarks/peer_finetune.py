@@ -6,12 +6,13 @@ Runs in its own environment (transformers 4.57 + jax + flax + optax, no torch, n
 
     python3 -m venv /tmp/peer && /tmp/peer/bin/pip install 'transformers==4.57.6' jax flax optax
 
-Same sizes as albert_jax's presets albert-SIZE (transformers cannot unshare, so this is the shared
-model), same random batch as finetune_step.py, f32, and one jitted full train step: forward with
-`train=True` (encoder and attention dropout 0, classifier dropout 0.1, a fresh dropout key per
-step), backward, clip_by_global_norm(1.0) + optax.adamw(1e-5, eps=1e-6, weight_decay=0.01).
-Same timing protocol: compile ahead of time, one first step, `--warmup` untimed steps, then the
-median of `--steps` timed steps. Prints one JSON line.
+Same sizes as albert_jax's presets albert-SIZE, shared or, with `--groups L`, not shared
+(transformers' `num_hidden_groups`: one weight group per layer), same random batch as
+finetune_step.py, f32, and one jitted full train step: forward with `train=True` (encoder and
+attention dropout 0, classifier dropout 0.1, a fresh dropout key per step), backward,
+clip_by_global_norm(1.0) + optax.adamw(1e-5, eps=1e-6, weight_decay=0.01). Same timing protocol:
+compile ahead of time, one first step, `--warmup` untimed steps, then the median of `--steps`
+timed steps. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def main():
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--groups", type=int, default=1, help="num_hidden_groups (L: not shared)")
     args = parser.parse_args()
 
     import flax
@@ -72,6 +74,7 @@ def main():
         embedding_size=emb,
         hidden_size=hidden,
         num_hidden_layers=layers,
+        num_hidden_groups=args.groups,
         num_attention_heads=heads,
         intermediate_size=inter,
         hidden_act="gelu_new",
@@ -123,7 +126,7 @@ def main():
         json.dumps(
             {
                 "impl": "transformers FlaxAlbertForSequenceClassification",
-                "layout": "all",
+                "layout": {1: "all", layers: "none"}.get(args.groups, f"groups:{args.groups}"),
                 "size": args.size,
                 "batch": args.batch,
                 "seq": args.seq,
