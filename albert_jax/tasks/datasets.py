@@ -277,7 +277,79 @@ def build_seg(out_dir: str) -> dict:
     )
 
 
-BUILDERS = {"sentiment": build_sentiment, "ner": build_ner, "seg": build_seg}
+BLANK = "＿＿"  # stands for the removed entity in a cloze question
+CLOZE_SIDE = 24  # characters kept on each side of the blank: questions stay short
+
+
+def _cloze_questions(sentences: list[list[tuple[str, str]]], where: str) -> Iterable[dict]:
+    """SQuAD v2 questions of one paragraph: sentence i with its first entity (2+ characters,
+    once in the sentence) blanked out (up to ``CLOZE_SIDE`` characters kept each side), answered
+    from the other sentences of the paragraph. When the entity does not occur there the question
+    is unanswerable; every third such sentence is kept (by the MD5 of the question), so about a
+    third of the questions have no answer."""
+    texts = ["".join(w for w, _ in s) for s in sentences]
+    for i, sentence in enumerate(sentences):
+        context = "".join(texts[:i] + texts[i + 1 :])
+        for k, (word, kind) in enumerate(sentence):
+            if kind == "O" or len(word) < 2 or texts[i].count(word) != 1:
+                continue
+            before = "".join(w for w, _ in sentence[:k])[-CLOZE_SIDE:]
+            after = "".join(w for w, _ in sentence[k + 1 :])[:CLOZE_SIDE]
+            question = before + BLANK + after
+            start = context.find(word)
+            qa = {"id": f"{where}-{i}", "question": question}
+            if start >= 0:
+                yield {
+                    **qa,
+                    "answers": [{"text": word, "answer_start": start}],
+                    "is_impossible": False,
+                }
+            elif int(hashlib.md5(question.encode("utf-8")).hexdigest(), 16) % 3 == 0:
+                yield {**qa, "answers": [], "is_impossible": True}
+            break  # one question per sentence: its first entity
+
+
+def build_cloze(out_dir: str) -> dict:
+    """Writes SQuAD v2 ``{train,dev,test}.json`` cloze questions (``_cloze_questions``) from
+    the People's Daily paragraphs (one per line of ``tag/199801.txt``), and ``stats.json``.
+    A paragraph's questions all go to the split of its text, so no context straddles splits."""
+    os.makedirs(out_dir, exist_ok=True)
+    rel = "tag/199801.txt"
+    path, source = _source(rel)
+    by_split: dict[str, list] = {s: [] for s in SPLITS}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            sentences = split_sentences(_ner_words(_tokens(line, f"{rel}:{number}")))
+            if len(sentences) < 2:
+                continue
+            for qa in _cloze_questions(sentences, f"199801:{number}"):
+                context = "".join(
+                    "".join(w for w, _ in s)
+                    for j, s in enumerate(sentences)
+                    if f"199801:{number}-{j}" != qa["id"]
+                )
+                by_split[split_of(line.strip())].append(
+                    {"title": f"199801:{number}", "paragraphs": [{"context": context, "qas": [qa]}]}
+                )
+    split_stats = {}
+    for split, articles in by_split.items():
+        _write_json(os.path.join(out_dir, f"{split}.json"), {"version": "v2.0", "data": articles})
+        impossible = sum(a["paragraphs"][0]["qas"][0]["is_impossible"] for a in articles)
+        split_stats[split] = {
+            "questions": len(articles),
+            "unanswerable": impossible,
+            "max_context_chars": max(
+                (len(a["paragraphs"][0]["context"]) for a in articles), default=0
+            ),
+        }
+    stats = {"dataset": "cloze", "sources": [source], "splits": split_stats}
+    _write_json(os.path.join(out_dir, "stats.json"), stats)
+    return stats
+
+
+BUILDERS = {"sentiment": build_sentiment, "ner": build_ner, "seg": build_seg, "cloze": build_cloze}
 
 
 def prepare(name: str, out_dir: str | os.PathLike) -> dict:

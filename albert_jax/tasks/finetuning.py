@@ -26,9 +26,11 @@ from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
 from albert_jax.train.metrics import forward_flops_per_sequence
 
-TASK_TYPES = ("classification", "regression", "tagging")
+TASK_TYPES = ("classification", "regression", "tagging", "qa")
 UNSHARE = {"": None, "all": ("attention", "ffn"), "attention": ("attention",), "ffn": ("ffn",)}
 INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+HEAD_TYPES = {"tagging": "token_classification", "qa": "question_answering"}
+QA_FIELDS = ("doc_stride", "max_query_length", "max_answer_length", "n_best", "char_level")
 
 
 class FinetuneError(ValueError):
@@ -84,6 +86,7 @@ class FinetuneData:
         paths = {s: t.get(s, "") for s in splits}
         if not paths.get("train") and "train" in splits:
             raise FinetuneError("task.train is empty: name the training file")
+        self._read_counts: dict[str, dict] = {}
         self.examples = {s: self._read(p, t) for s, p in paths.items() if p}
         limit = int(config.get("max_train_examples", 0) or 0)
         if limit and "train" in self.examples:
@@ -92,6 +95,7 @@ class FinetuneData:
         self.features, self.stats = {}, {}
         for split, examples in self.examples.items():
             self.features[split], self.stats[split] = self._featurize(examples, t)
+            self.stats[split].update(self._read_counts.get(paths[split], {}))
 
     def _tokenizer(self, config):
         from albert_jax.tokenization import load_tokenizer
@@ -113,6 +117,12 @@ class FinetuneData:
     def _read(self, path, t):
         if self.task_type == "tagging":
             return D.read_conll(path)
+        if self.task_type == "qa":
+            from albert_jax.tasks.qa import read_squad
+
+            examples, counts = read_squad(path)
+            self._read_counts[path] = counts
+            return examples
         return D.read_examples(
             path,
             text_a=t.text_a,
@@ -122,7 +132,7 @@ class FinetuneData:
         )
 
     def _labels(self, t) -> list[str] | None:
-        if self.task_type == "regression":
+        if self.task_type in ("regression", "qa"):
             return None
         source = self.examples.get("train") or [e for ex in self.examples.values() for e in ex]
         labels = list(t.get("labels", ()) or ()) or D.label_list(source)
@@ -137,6 +147,13 @@ class FinetuneData:
         return labels
 
     def _featurize(self, examples, t):
+        if self.task_type == "qa":
+            from albert_jax.tasks.qa import featurize_qa
+
+            return featurize_qa(
+                examples, self.tokenizer, self.max_seq_length, int(t.doc_stride),
+                int(t.max_query_length),
+            )  # fmt: skip
         if self.task_type == "tagging":
             return D.featurize_tagging(
                 examples,
@@ -151,10 +168,10 @@ class FinetuneData:
 
     def head(self, config) -> dict[str, Any]:
         t = config.task
-        kind = "token_classification" if self.task_type == "tagging" else "sequence_classification"
+        kind = HEAD_TYPES.get(self.task_type, "sequence_classification")
         head = {
             "type": kind,
-            "num_labels": 1 if self.labels is None else len(self.labels),
+            "num_labels": 2 if kind == "question_answering" else len(self.labels or [0]),
             "classifier_dropout": self.classifier_dropout,
             "task_type": self.task_type,
             "max_seq_length": self.max_seq_length,
@@ -163,6 +180,8 @@ class FinetuneData:
             head["labels"] = self.labels
         if self.task_type == "tagging":
             head.update(scheme=t.scheme, space_between_words=bool(t.space_between_words))
+        elif self.task_type == "qa":
+            head.update({k: t[k] for k in QA_FIELDS})
         else:
             head.update(text_a=t.text_a, text_b=t.get("text_b", "") or None, label=t.label)
         return head
@@ -227,7 +246,7 @@ class FinetuneTask:
         def load(k):  # global batch k, this process's rows of it
             pos = int(k) * B + process_index * b + np.arange(b)
             rows = np.array([order(e)[j] for e, j in zip(*np.divmod(pos, n), strict=True)])
-            return {key: v[rows] for key, v in feats.items() if key != "word_ids"}
+            return {key: feats[key][rows] for key in (*INPUTS, *self.targets)}
 
         return iter(
             grain.MapDataset.range(2**40)
@@ -261,6 +280,8 @@ class FinetuneTask:
 
 class ClassificationTask(FinetuneTask):
     """Single sentences or pairs; `regression` is the one-output head with squared error."""
+
+    targets = ("label",)
 
     def normalizers(self, batch):
         return {"examples": jnp.asarray(batch["input_ids"].shape[0], jnp.float32)}
@@ -301,6 +322,8 @@ class ClassificationTask(FinetuneTask):
 class TaggingTask(FinetuneTask):
     """A tag per word, predicted at the word's first piece (BIO / BMES, entity-level F1)."""
 
+    targets = ("labels",)
+
     def normalizers(self, batch):
         return {"tokens": jnp.maximum(jnp.sum(batch["labels"] >= 0), 1).astype(jnp.float32)}
 
@@ -337,6 +360,10 @@ class TaggingTask(FinetuneTask):
 
 
 def make_task(config, data: FinetuneData, workdir=None) -> FinetuneTask:
+    if data.task_type == "qa":
+        from albert_jax.tasks.qa import QATask
+
+        return QATask(config, data, workdir)
     cls = TaggingTask if data.task_type == "tagging" else ClassificationTask
     return cls(config, data, workdir)
 

@@ -17,8 +17,14 @@ TASK_METRICS = {
     "classification": ("accuracy", "macro_f1", "mcc"),
     "regression": ("pearson", "spearman", "mse"),
     "tagging": ("f1", "precision", "recall", "accuracy"),
+    "qa": ("f1", "exact"),  # SQuAD's, in percent (albert_jax.tasks.squad)
 }
-DEFAULT_METRIC = {"classification": "accuracy", "regression": "pearson", "tagging": "f1"}
+DEFAULT_METRIC = {
+    "classification": "accuracy",
+    "regression": "pearson",
+    "tagging": "f1",
+    "qa": "f1",
+}
 _LOWER_IS_BETTER = frozenset({"mse"})
 # BMES (Chinese segmentation / NER convention) is IOBES with M for "inside".
 _BMES_TO_IOBES = {"B": "B", "M": "I", "E": "E", "S": "S"}

@@ -1,0 +1,285 @@
+"""Extractive question answering (SQuAD v1.1 / v2.0): reading, sliding windows, the task.
+
+Contexts are split into words (a CJK character, a run of letters and digits, or one punctuation
+mark), each word is tokenized on its own (as the tagging task does), and a question's context
+pieces are cut into windows of ``max_seq_length - len(question) - 3`` pieces every ``doc_stride``
+pieces: ``[CLS] question [SEP] window [SEP]``. A context piece may start or end an answer only in
+the window where it has the most context on both sides (the reference's max-context rule);
+``offsets`` [T, 2] holds the character span of its word there (-1 elsewhere), so decoding
+(`albert_jax.tasks.squad`) maps any span back to the original text without re-tokenizing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from albert_jax.tasks import squad
+from albert_jax.tasks.data import DataError, _special_ids, word_pieces
+from albert_jax.tasks.finetuning import FinetuneTask
+
+CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_WORD = re.compile(rf"[{CJK}]|[^\W{CJK}]+|[^\w\s]")
+
+
+@dataclasses.dataclass(frozen=True)
+class QAExample:
+    where: str  # "file: data[i].paragraphs[j].qas[k]"
+    qid: str
+    question: str
+    context: str
+    answers: tuple[str, ...]  # gold texts (empty: unanswerable)
+    answer_start: int | None  # character offset of the first answer (training target)
+
+
+def read_squad(path: str | os.PathLike) -> tuple[list[QAExample], dict]:
+    """Examples of a SQuAD v1.1 / v2.0 JSON file, and counts. Answers not found at their
+    offsets are counted (``answers_not_found``) and the question keeps its gold texts for
+    scoring but gets no training target."""
+    name = os.fspath(path)
+    try:
+        with open(name, encoding="utf-8") as f:
+            doc = json.load(f)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{name}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
+        raise DataError(f"{name}: expected a SQuAD file, {{'data': [...]}} at the top")
+    examples, not_found, seen = [], 0, set()
+    for i, article in enumerate(doc["data"]):
+        for j, para in enumerate(_field(article, "paragraphs", list, f"{name}: data[{i}]")):
+            at = f"{name}: data[{i}].paragraphs[{j}]"
+            context = _field(para, "context", str, at)
+            for k, qa in enumerate(_field(para, "qas", list, at)):
+                where = f"{at}.qas[{k}]"
+                qid = str(_field(qa, "id", (str, int), where))
+                if qid in seen:
+                    raise DataError(f"{where}: question id {qid!r} appears twice")
+                seen.add(qid)
+                question = _field(qa, "question", str, where).strip()
+                if not question:
+                    raise DataError(f"{where}: empty question")
+                impossible = bool(qa.get("is_impossible", False))
+                answers = [] if impossible else _field(qa, "answers", list, where)
+                texts, start = [], None
+                for n, a in enumerate(answers):
+                    text = _field(a, "text", str, f"{where}.answers[{n}]")
+                    offset = _field(a, "answer_start", int, f"{where}.answers[{n}]")
+                    texts.append(text)
+                    if n == 0:
+                        if context[offset : offset + len(text)] == text and text.strip():
+                            start = offset
+                        else:
+                            not_found += 1
+                if not impossible and not texts:
+                    raise DataError(f"{where}: no answers and not is_impossible")
+                examples.append(QAExample(where, qid, question, context, tuple(texts), start))
+    return examples, {"answers_not_found": not_found}
+
+
+def _field(record, key, kind, where):
+    if not isinstance(record, dict) or key not in record:
+        raise DataError(f"{where}: missing key {key!r}")
+    value = record[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise DataError(f"{where}: {key!r} has type {type(value).__name__}")
+    return value
+
+
+def context_words(text: str) -> list[tuple[int, int]]:
+    """Character spans [start, end) of the words of `text` (CJK characters one by one)."""
+    return [m.span() for m in _WORD.finditer(text)]
+
+
+def _windows(n: int, max_len: int, stride: int) -> list[tuple[int, int]]:
+    """(start, length) windows over n pieces: every `stride` pieces until the end is covered."""
+    out, start = [], 0
+    while True:
+        length = min(n - start, max_len)
+        out.append((start, length))
+        if start + length >= n:
+            return out
+        start += min(length, stride)
+
+
+def _max_context(windows, p: int) -> int:
+    """Index of the window in which piece p has the most context (ties: the longer window)."""
+    best, best_score = -1, -1.0
+    for w, (start, length) in enumerate(windows):
+        if start <= p < start + length:
+            score = min(p - start, start + length - 1 - p) + 0.01 * length
+            if score > best_score:
+                best, best_score = w, score
+    return best
+
+
+def featurize_qa(
+    examples: Sequence[QAExample],
+    tokenizer,
+    max_seq_length: int,
+    doc_stride: int,
+    max_query_length: int,
+) -> tuple[dict[str, np.ndarray], dict]:
+    """Window arrays: input_ids / token_type_ids / attention_mask, ``start_positions`` /
+    ``end_positions`` (0, the [CLS], when the answer is not wholly inside the window or the
+    question has none), ``offsets`` [N, T, 2] and ``example_index`` [N]."""
+    cls_id, sep_id, pad_id, _ = _special_ids(tokenizer)
+    T = max_seq_length
+    keys = ("ids", "types", "length", "start", "end", "offsets", "example")
+    rows: dict[str, list] = {k: [] for k in keys}
+    cut_questions = 0
+    cache: dict[tuple[str, bool], list[int]] = {}
+    for e, ex in enumerate(examples):
+        q = tokenizer.encode(ex.question)
+        if len(q) > max_query_length:
+            q, cut_questions = q[:max_query_length], cut_questions + 1
+        spans = context_words(ex.context)
+        pieces, piece_word = [], []
+        for w, (a, _) in enumerate(spans):
+            spaced = a == 0 or ex.context[a - 1].isspace()
+            key = (ex.context[spans[w][0] : spans[w][1]], spaced)
+            ids = cache.get(key)
+            if ids is None:
+                ids = cache[key] = word_pieces(tokenizer, key[0], spaced)
+            pieces.extend(ids)
+            piece_word.extend([w] * len(ids))
+        target = None  # (first piece, last piece) of the answer
+        if ex.answer_start is not None:
+            a0, a1 = ex.answer_start, ex.answer_start + len(ex.answers[0])
+            words = [w for w, (s, t) in enumerate(spans) if s < a1 and t > a0]
+            if words:
+                first = piece_word.index(words[0])
+                last = len(piece_word) - 1 - piece_word[::-1].index(words[-1])
+                target = (first, last)
+        max_ctx = T - len(q) - 3
+        if max_ctx < 1:
+            raise DataError(f"{ex.where}: the question leaves no room for context at {T}")
+        windows = _windows(len(pieces), max_ctx, doc_stride)
+        for w, (start, length) in enumerate(windows):
+            ids = [cls_id, *q, sep_id, *pieces[start : start + length], sep_id]
+            types = [0] * (len(q) + 2) + [1] * (length + 1)
+            offsets = np.full((T, 2), -1, np.int32)
+            base = len(q) + 2
+            for p in range(start, start + length):
+                if _max_context(windows, p) == w:
+                    offsets[base + p - start] = spans[piece_word[p]]
+            s = e_ = 0
+            if target and start <= target[0] and target[1] < start + length:
+                s, e_ = base + target[0] - start, base + target[1] - start
+            rows["ids"].append(ids + [pad_id] * (T - len(ids)))
+            rows["types"].append(types + [0] * (T - len(types)))
+            rows["length"].append(len(ids))
+            rows["start"].append(s)
+            rows["end"].append(e_)
+            rows["offsets"].append(offsets)
+            rows["example"].append(e)
+    n = len(rows["ids"])
+    ids = np.asarray(rows["ids"], np.int32).reshape(n, T)
+    features = {
+        "input_ids": ids,
+        "token_type_ids": np.asarray(rows["types"], np.int32).reshape(n, T),
+        "attention_mask": (np.arange(T) < np.asarray(rows["length"])[:, None]).astype(np.int32),
+        "start_positions": np.asarray(rows["start"], np.int32),
+        "end_positions": np.asarray(rows["end"], np.int32),
+        "offsets": np.asarray(rows["offsets"], np.int32).reshape(n, T, 2),
+        "example_index": np.asarray(rows["example"], np.int32),
+    }
+    stats = {
+        "examples": len(examples),
+        "windows": n,
+        "truncated": cut_questions,
+        "multi_window": int(np.sum(np.bincount(features["example_index"]) > 1)) if n else 0,
+    }
+    return features, stats
+
+
+class QATask(FinetuneTask):
+    """Start / end logits per token; loss: the mean of the start and end cross-entropies over
+    each window's tokens (the [CLS] target for windows without the answer). Evaluation decodes
+    every example over all its windows; for SQuAD v2 (unanswerable questions in the split) the
+    no-answer threshold is tuned on dev and the last tuned value applies to test."""
+
+    targets = ("start_positions", "end_positions")
+
+    def __init__(self, config, data, workdir=None):
+        super().__init__(config, data, workdir)
+        self.null_threshold: float | None = None
+
+    def normalizers(self, batch):
+        return {"examples": jnp.asarray(batch["input_ids"].shape[0], jnp.float32)}
+
+    def loss(self, params, batch, norms, rng):
+        logits = self.apply(params, batch, rng)  # [B, T, 2]
+        logp = jax.nn.log_softmax(logits, axis=1)  # over positions
+        pos = jnp.stack([batch["start_positions"], batch["end_positions"]], -1)  # [B, 2]
+        nll = -jnp.take_along_axis(logp, pos[:, None, :], axis=1)[:, 0]  # [B, 2]
+        n = norms["examples"]
+        hit = jnp.all(jnp.argmax(logits, axis=1) == pos, axis=-1)
+        return jnp.sum(nll) / (2 * n), {"accuracy": jnp.sum(hit) / n}
+
+    def eval_step(self, params, batch):
+        return self.apply(params, batch, None)
+
+    def score(self, split, logits):
+        examples, feats = self.data.examples[split], self.data.features[split]
+        h = self.head
+        windows: list[list[dict]] = [[] for _ in examples]
+        for i, e in enumerate(feats["example_index"]):
+            windows[e].append(
+                {"start_logits": logits[i, :, 0], "end_logits": logits[i, :, 1],
+                 "offsets": feats["offsets"][i]}
+            )  # fmt: skip
+        decoded = [
+            squad.decode(w, ex.context, int(h["max_answer_length"]), int(h["n_best"]))
+            for ex, w in zip(examples, windows, strict=True)
+        ]
+        preds = {ex.qid: d["text"] for ex, d in zip(examples, decoded, strict=True)}
+        golds = {ex.qid: list(ex.answers) for ex in examples}
+        char_level = bool(h["char_level"])
+        values, na = {}, None
+        if any(not a for a in golds.values()):  # v2: some questions have no answer
+            na = {ex.qid: d["null_score_diff"] for ex, d in zip(examples, decoded, strict=True)}
+            if split == "dev" or self.null_threshold is None:
+                tuned = squad.squad_evaluate(golds, preds, na, char_level=char_level)
+                self.null_threshold = float(tuned["best_f1_thresh"])
+            values["null_threshold"] = self.null_threshold
+        if examples:
+            threshold = self.null_threshold if na is not None else 1.0
+            values.update(squad.squad_evaluate(golds, preds, na, threshold, char_level=char_level))
+        threshold = self.null_threshold if na is not None else None
+        rows = []
+        for ex, d in zip(examples, decoded, strict=True):
+            text = d["text"]
+            if threshold is not None and d["null_score_diff"] > threshold:
+                text = ""
+            rows.append(
+                {"where": ex.where, "id": ex.qid, "question": ex.question, "prediction": text,
+                 "answers": list(ex.answers), "null_score_diff": d["null_score_diff"],
+                 "nbest": d["nbest"][:5]}
+            )  # fmt: skip
+        return rows, {k: float(v) for k, v in values.items() if isinstance(v, int | float)}
+
+    def evaluate(self, run, step, split=None):
+        values = super().evaluate(run, step, split)
+        if split is not None and self.workdir and jax.process_index() == 0:
+            # The official evaluation script's input: {question id: answer text}.
+            path = os.path.join(self.workdir, "predictions", f"{split}.jsonl")
+            with open(path, encoding="utf-8") as f:
+                official = {r["id"]: r["prediction"] for r in map(json.loads, f)}
+            _write_json(
+                os.path.join(self.workdir, "predictions", f"{split}_official.json"), official
+            )
+        return values
+
+
+def _write_json(path: str, obj) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, ensure_ascii=False, indent=1)
+    os.replace(tmp, path)

@@ -1,0 +1,151 @@
+"""Extractive QA end to end: SQuAD reading with named errors, sliding windows (every context
+piece answerable in exactly one window, targets that map back to the answer text), training from
+a checkpoint, shared and unshared, evaluation of every question over all its windows, v2
+threshold tuned on dev, predictions in the official format."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from test_finetune import TOKENIZER, pretrained  # noqa: F401 (a fixture)
+
+from albert_jax import checkpoint
+from albert_jax.tasks import finetuning as F
+from albert_jax.tasks import squad
+from albert_jax.tasks.data import DataError
+from albert_jax.tasks.qa import context_words, featurize_qa, read_squad
+from albert_jax.tokenization import load_tokenizer
+from configs.finetune.common import get_common
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORDS = "the hotel is good bad room clean dirty staff nice".split()
+N_DEV = 7
+
+
+def squad_file(path, rng, n, context_words_=(20, 40), impossible_every=3):
+    """Contexts of fixture-vocabulary words; the answer is a word pair occurring in it."""
+    data = []
+    for i in range(n):
+        ctx = " ".join(rng.choice(WORDS, int(rng.integers(*context_words_))))
+        words = ctx.split()
+        k = int(rng.integers(0, len(words) - 1))
+        answer = " ".join(words[k : k + 2])
+        start = len(" ".join(words[:k])) + (1 if k else 0)
+        qa = {"id": f"q{i}", "question": f"where is {words[k + 1]}"}
+        if impossible_every and i % impossible_every == 2:
+            qa.update(answers=[], is_impossible=True)
+        else:
+            qa.update(answers=[{"text": answer, "answer_start": start}], is_impossible=False)
+        data.append({"title": str(i), "paragraphs": [{"context": ctx, "qas": [qa]}]})
+    with open(path, "w") as f:
+        json.dump({"version": "v2.0", "data": data}, f, indent=1)
+
+
+@pytest.fixture(scope="module")
+def qa_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("qa")
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 16), ("dev", N_DEV), ("test", 5)):
+        squad_file(d / f"{split}.json", rng, n)
+    return d
+
+
+def qa_config(init, d, **kw):
+    c = get_common("qa")
+    c.init = init
+    for split in ("train", "dev", "test"):
+        c.task[split] = str(d / f"{split}.json")
+    c.task.update(max_seq_length=24, doc_stride=6, max_query_length=6, max_answer_length=4,
+                  n_best=5, char_level=False)  # fmt: skip
+    c.batch_size = 8
+    c.eval_batch_size = 8
+    c.total_steps = 4
+    c.eval_every = 2
+    c.log_every = 1
+    c.progress_bar = False
+    c.optim.learning_rate = 1e-3
+    c.update(kw)
+    return c
+
+
+def test_windows_cover_the_context_once_and_targets_map_back(qa_files):
+    tok = load_tokenizer(TOKENIZER)
+    examples, counts = read_squad(qa_files / "train.json")
+    assert counts == {"answers_not_found": 0}
+    feats, stats = featurize_qa(examples, tok, 24, 6, 6)
+    assert stats["windows"] > stats["examples"] and stats["multi_window"] > 0
+    for e, ex in enumerate(examples):
+        rows = np.flatnonzero(feats["example_index"] == e)
+        spans = [tuple(o) for r in rows for o in feats["offsets"][r] if o[0] >= 0]
+        # Every word's pieces are answerable in exactly one window (the max-context rule).
+        assert sorted(set(spans)) == sorted(context_words(ex.context))
+        hits = [r for r in rows if feats["start_positions"][r] > 0]
+        if ex.answer_start is None:
+            assert not hits  # unanswerable: every window points at [CLS]
+            continue
+        assert hits, ex.where  # 2-word answers always fit some window of 13 context pieces
+        for r in hits:
+            s, t = feats["start_positions"][r], feats["end_positions"][r]
+            assert feats["token_type_ids"][r, s] == 1 and feats["attention_mask"][r, t] == 1
+            o = feats["offsets"][r]
+            # The target's character span is the answer (when both ends are answerable here).
+            if o[s][0] >= 0 and o[t][0] >= 0:
+                assert ex.context[o[s][0] : o[t][1]] == ex.answers[0]
+
+
+def test_qa_trains_and_scores_every_question_over_its_windows(pretrained, qa_files, tmp_path):  # noqa: F811
+    config = qa_config(pretrained, qa_files)
+    F.run(config, str(tmp_path))
+    results = json.load(open(tmp_path / "results.json"))
+    assert results["metric"] == "f1"
+    dev = [json.loads(x) for x in open(tmp_path / "predictions" / "dev.jsonl")]
+    assert [r["id"] for r in dev] == [f"q{i}" for i in range(N_DEV)]
+    official = json.load(open(tmp_path / "predictions" / "dev_official.json"))
+    assert official == {r["id"]: r["prediction"] for r in dev}
+    golds = {r["id"]: r["answers"] for r in dev}
+    again = squad.squad_evaluate(golds, official)  # the written predictions give the metrics
+    assert again["f1"] == pytest.approx(results["dev"]["f1"])
+    assert again["exact"] == pytest.approx(results["dev"]["exact"])
+    ctx = {r["id"]: r for r in dev}
+    for r in dev:  # predictions are spans of the context (or no answer)
+        assert r["prediction"] == "" or r["prediction"] in open(qa_files / "dev.json").read()
+    assert "null_threshold" in results["dev"] and ctx
+    head = checkpoint.load_head(tmp_path / "best")
+    assert head["type"] == "question_answering" and head["doc_stride"] == 6
+
+
+@pytest.mark.slow
+def test_cli_unshared_qa(pretrained, qa_files, tmp_path):  # noqa: F811
+    cmd = [
+        sys.executable, "-m", "finetune", "--config", "configs/finetune/cloze.py",
+        "--workdir", str(tmp_path), f"--config.init={pretrained}", "--config.unshare=all",
+        *(f"--config.task.{s}={qa_files / (s + '.json')}" for s in ("train", "dev", "test")),
+        "--config.task.max_seq_length=24", "--config.task.doc_stride=6",
+        "--config.task.max_query_length=6", "--config.task.char_level=False",
+        "--config.total_steps=2", "--config.batch_size=8", "--config.progress_bar=False",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "layout all -> none" in done.stdout
+    config, params = checkpoint.load(tmp_path / "best")
+    assert config.layout == "none" and params["classifier"]["kernel"].shape == (32, 2)
+
+
+def test_bad_squad_files_are_named(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"data": [\n {"paragraphs": [}\n]}')
+    with pytest.raises(DataError, match=r"bad.json:2:\d+: not valid JSON"):
+        read_squad(bad)
+    bad.write_text(json.dumps({"data": [{"paragraphs": [{"context": "a b", "qas": [{"id": 1}]}]}]}))
+    with pytest.raises(
+        DataError, match=r"data\[0\].paragraphs\[0\].qas\[0\]: missing key 'question'"
+    ):
+        read_squad(bad)
+    qa = {"id": "x", "question": "q", "answers": [{"text": "b", "answer_start": 0}]}
+    bad.write_text(json.dumps({"data": [{"paragraphs": [{"context": "a b", "qas": [qa]}]}]}))
+    examples, counts = read_squad(bad)  # answer not at its offset: counted, no training target
+    assert counts["answers_not_found"] == 1 and examples[0].answer_start is None
+    assert examples[0].answers == ("b",)
