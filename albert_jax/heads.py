@@ -69,11 +69,38 @@ class AlbertForQuestionAnswering(_ClassifierHead):
     classifier_dropout: float = 0.0
 
 
+class AlbertForMultipleChoice(_ClassifierHead):
+    """Options as sequences [..., C, T] -> pooled output -> dropout -> dense to 1: one score per
+    option, logits [..., C] (transformers' layout: classifier/{kernel [H, 1], bias [1]})."""
+
+    num_labels: int = 1
+
+    def __call__(
+        self,
+        input_ids,
+        token_type_ids=None,
+        attention_mask=None,
+        deterministic: bool = True,
+        output_hidden_states: bool = False,
+    ) -> AlbertOutput:
+        lead, T = input_ids.shape[:-1], input_ids.shape[-1]
+
+        def flat(x):  # the encoder sees every option as a sequence of its own
+            return None if x is None else x.reshape(-1, T)
+
+        out = super().__call__(
+            flat(input_ids), flat(token_type_ids), flat(attention_mask), deterministic,
+            output_hidden_states,
+        )  # fmt: skip
+        return out.replace(logits=out.logits.reshape(lead))
+
+
 MODELS = {
     "pretraining": AlbertForPreTraining,
     "sequence_classification": AlbertForSequenceClassification,
     "token_classification": AlbertForTokenClassification,
     "question_answering": AlbertForQuestionAnswering,
+    "multiple_choice": AlbertForMultipleChoice,
 }
 HEAD_PATHS = ("mlm", "sop", "classifier")  # top-level parameter names that belong to heads
 
@@ -89,9 +116,9 @@ def build_model(config: AlbertConfig, head: dict[str, Any] | None = None) -> nn.
     num_labels = head.get("num_labels")
     if not isinstance(num_labels, int) or num_labels < 1:
         raise ValueError(f"head {kind!r} needs num_labels >= 1, got {num_labels!r}")
-    return MODELS[kind](
-        config, num_labels=num_labels, classifier_dropout=float(head.get("classifier_dropout", 0.1))
-    )
+    cls = MODELS[kind]
+    dropout = float(head.get("classifier_dropout", cls.classifier_dropout))
+    return cls(config, num_labels=num_labels, classifier_dropout=dropout)
 
 
 def param_shapes(config: AlbertConfig, head: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -390,11 +390,15 @@ HEADS = {
     "token": {"type": "token_classification", "num_labels": 5},
     "regression": {"type": "sequence_classification", "num_labels": 1,
                    "task_type": "regression", "labels": [0]},
+    "qa": {"type": "question_answering", "num_labels": 2, "classifier_dropout": 0.0,
+           "doc_stride": 128},
 }  # fmt: skip
 HF_CLASSES = {
     "sequence_classification": "AlbertForSequenceClassification",
     "token_classification": "AlbertForTokenClassification",
+    "question_answering": "AlbertForQuestionAnswering",
 }
+HF_HEAD = {"question_answering": "qa_outputs"}  # the head's Linear, where not `classifier`
 
 
 def fine_tuned(tmp_path, head, name="ft"):
@@ -423,9 +427,10 @@ def test_head_round_trip_through_transformers_files(tmp_path, kind):
     tensors = load_file(str(hf / "model.safetensors"))
     backbone = load_file(os.path.join(fixture("hf_gelu_new"), "model.safetensors"))
     backbone = {k for k in backbone if k.startswith("albert.")}  # the pooler included, see hf.py
-    assert sorted(tensors) == sorted(backbone | {"classifier.weight", "classifier.bias"})
-    np.testing.assert_array_equal(tensors["classifier.weight"], params["classifier"]["kernel"].T)
-    np.testing.assert_array_equal(tensors["classifier.bias"], params["classifier"]["bias"])
+    linear = HF_HEAD.get(head["type"], "classifier")
+    assert sorted(tensors) == sorted(backbone | {f"{linear}.weight", f"{linear}.bias"})
+    np.testing.assert_array_equal(tensors[f"{linear}.weight"], params["classifier"]["kernel"].T)
+    np.testing.assert_array_equal(tensors[f"{linear}.bias"], params["classifier"]["bias"])
     with open(hf / "config.json") as f:
         hf_config = json.load(f)
     N = head["num_labels"]
@@ -451,12 +456,14 @@ def test_head_round_trip_through_transformers_files(tmp_path, kind):
     )
 
 
-def test_transformers_token_classifier_without_pooler(tmp_path):
-    """transformers' AlbertForTokenClassification saves no pooler: imported with a zero pooler
-    (and a note); the token logits, which never use it, are unchanged."""
+@pytest.mark.parametrize("kind", ["token", "qa"])
+def test_transformers_token_classifier_without_pooler(tmp_path, kind):
+    """transformers' AlbertForTokenClassification / AlbertForQuestionAnswering save no pooler:
+    imported with a zero pooler (and a note); the token logits, which never use it, are
+    unchanged."""
     from albert_jax.heads import build_model
 
-    head = HEADS["token"]
+    head = HEADS[kind]
     ours, config, params = fine_tuned(tmp_path, head)
     hf = tmp_path / "hf"
     convert(str(ours), str(hf), to="hf")
@@ -499,8 +506,17 @@ def test_hf_head_config_mapping(tmp_path):
             json.dump(hf_cfg, f)
         assert load_source(str(src)).head == head
     with open(src / "config.json", "w") as f:
-        json.dump({**cfg, "architectures": ["AlbertForQuestionAnswering"]}, f)
-    expect_failure(src, tmp_path / "out", "AlbertForQuestionAnswering is not supported")
+        json.dump({**cfg, "architectures": ["AlbertForMultipleChoice"]}, f)
+    expect_failure(src, tmp_path / "out", "AlbertForMultipleChoice is not supported")
+    # transformers' QA model: no dropout before qa_outputs, whatever classifier_dropout_prob says.
+    rewrite_safetensors(src, lambda t: t.update(
+        {"qa_outputs.weight": t.pop("classifier.weight"), "qa_outputs.bias": t.pop("classifier.bias")}
+    ))  # fmt: skip
+    with open(src / "config.json", "w") as f:
+        json.dump({**plain, "architectures": ["AlbertForQuestionAnswering"]}, f)
+    assert load_source(str(src)).head == {
+        "type": "question_answering", "num_labels": 2, "classifier_dropout": 0.0
+    }  # fmt: skip
     # A classification architecture over pretraining weights: named, nothing written.
     src2 = copy_fixture("hf_relu", tmp_path)
     with open(src2 / "config.json") as f:

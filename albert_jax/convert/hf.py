@@ -12,8 +12,9 @@ Heads (`albert_jax.heads`): no head is `AlbertForPreTraining`; a `sequence_class
 `id2label`/`label2id` from the head's labels, `classifier_dropout_prob`, and `problem_type:
 "regression"` for a regression head. The whole head dict also rides along in config.json under
 `albert_jax_head` (transformers keeps unknown keys), so ours -> HF -> ours gives it back exactly;
-the HF fields win where they disagree with it. transformers' token classifier has no pooler: the
-export still writes ours (transformers reports it as unused) so the round trip keeps it, and an
+the HF fields win where they disagree with it. A `question_answering` head is
+`AlbertForQuestionAnswering` (`qa_outputs.weight` [2, H], `qa_outputs.bias`). transformers' token
+classifier and QA model have no pooler: the export still writes ours (transformers reports it as unused) so the round trip keeps it, and an
 import without one gets a zero pooler (never used by that model's logits) and a note saying so.
 """
 
@@ -71,12 +72,22 @@ ARCHITECTURES = {
     "pretraining": "AlbertForPreTraining",
     "sequence_classification": "AlbertForSequenceClassification",
     "token_classification": "AlbertForTokenClassification",
+    "question_answering": "AlbertForQuestionAnswering",
 }
 _ABSENT = {  # top-level paths that a model of each type does not have
     "pretraining": ("classifier",),
     "sequence_classification": ("mlm", "sop"),
     "token_classification": ("mlm", "sop"),
+    "question_answering": ("mlm", "sop"),
 }
+# Heads whose dense layer transformers names otherwise than `classifier`.
+_HEAD_NAMES = {
+    "question_answering": {
+        "classifier/kernel": ("qa_outputs.weight", True),
+        "classifier/bias": ("qa_outputs.bias", False),
+    },
+}
+_NO_POOLER = ("token_classification", "question_answering")  # transformers builds them without
 HEAD_KEY = "albert_jax_head"  # our head dict, carried in config.json for an exact round trip
 _POOLER = ("pooler/kernel", "pooler/bias")
 # Tied copies and buffers that transformers may store; they carry no information of their own.
@@ -150,6 +161,11 @@ def head_type(head: dict[str, Any] | None) -> str:
     return head["type"] if head else "pretraining"
 
 
+def hf_names(head: dict[str, Any] | None) -> dict[str, tuple[str, bool]]:
+    """HF_NAMES for the model of this head (the head's own dense layer renamed where needed)."""
+    return {**HF_NAMES, **_HEAD_NAMES.get(head_type(head), {})}
+
+
 def model_paths(head: dict[str, Any] | None) -> list[str]:
     """Our paths in HF_NAMES that the model of this head has (the projection included)."""
     absent = _ABSENT[head_type(head)]
@@ -190,7 +206,9 @@ def head_from_hf(d: dict[str, Any], where: str) -> dict[str, Any] | None:
     dropout = d.get("classifier_dropout_prob", 0.1)
     if dropout is None:  # transformers' token classifier then uses the hidden dropout
         dropout = d.get("hidden_dropout_prob", _HF_DEFAULTS["hidden_dropout_prob"])
-    if "classifier_dropout" in carried or float(dropout) != 0.1:  # 0.1: the heads' default
+    if kind == "question_answering" and "classifier_dropout" not in carried:
+        head["classifier_dropout"] = 0.0  # transformers' qa_outputs has no dropout before it
+    elif "classifier_dropout" in carried or float(dropout) != 0.1:  # 0.1: the heads' default
         head["classifier_dropout"] = float(dropout)
     if d.get("problem_type") == "regression":
         head["task_type"] = "regression"
@@ -314,18 +332,19 @@ def load_hf(path: str) -> tuple[AlbertConfig, dict[str, Any], list[str], dict[st
     def source(name: str) -> str:
         return name[len(prefix) :] if prefix and name.startswith(prefix) else name
 
-    # transformers' token classifier has no pooler; ours needs one (unused by its logits).
-    zero_pooler = head_type(head) == "token_classification" and not any(
-        source(HF_NAMES[p][0]) in weights.shapes for p in _POOLER
+    # transformers' token classifier and QA model have no pooler; ours needs one (unused).
+    table = hf_names(head)
+    zero_pooler = head_type(head) in _NO_POOLER and not any(
+        source(table[p][0]) in weights.shapes for p in _POOLER
     )
     if zero_pooler:
         notes.append(
-            "no pooler (transformers' AlbertForTokenClassification has none): set to zeros; "
-            "the token classifier never uses it"
+            f"no pooler (transformers' {ARCHITECTURES[head_type(head)]} has none): set to zeros; "
+            "the head never uses it"
         )
     names, transforms = {}, {}
     for path_ in model_paths(head):
-        name, transposed = HF_NAMES[path_]
+        name, transposed = table[path_]
         if path_.startswith("encoder/projection/") and not config.has_projection:
             continue
         if zero_pooler and path_ in _POOLER:
@@ -381,14 +400,15 @@ def hf_tensors(
     missing = sorted(set(paths) - set(flat))
     if missing:
         raise ConversionError(f"cannot export: parameters missing: {missing}")
-    if head_type(head) == "token_classification":
+    if head_type(head) in _NO_POOLER:
         notes.append(
-            "albert.pooler.* written although transformers' AlbertForTokenClassification has no "
-            "pooler (it reports them as unused): kept so that converting back is exact"
+            f"albert.pooler.* written although transformers' {ARCHITECTURES[head_type(head)]} "
+            "has no pooler (it reports them as unused): kept so that converting back is exact"
         )
+    table = hf_names(head)
     tensors = {}
     for path in paths:
-        name, transposed = HF_NAMES[path]
+        name, transposed = table[path]
         leaf = np.asarray(flat[path], np.float32)
         for h in sorted(our_of_hf) if "{g}" in name else [None]:
             a = leaf
