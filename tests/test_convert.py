@@ -509,9 +509,8 @@ def test_hf_head_config_mapping(tmp_path):
         json.dump({**cfg, "architectures": ["AlbertForMultipleChoice"]}, f)
     expect_failure(src, tmp_path / "out", "AlbertForMultipleChoice is not supported")
     # transformers' QA model: no dropout before qa_outputs, whatever classifier_dropout_prob says.
-    rewrite_safetensors(src, lambda t: t.update(
-        {"qa_outputs.weight": t.pop("classifier.weight"), "qa_outputs.bias": t.pop("classifier.bias")}
-    ))  # fmt: skip
+    rename = {"classifier.weight": "qa_outputs.weight", "classifier.bias": "qa_outputs.bias"}
+    rewrite_safetensors(src, lambda t: t.update({new: t.pop(old) for old, new in rename.items()}))
     with open(src / "config.json", "w") as f:
         json.dump({**plain, "architectures": ["AlbertForQuestionAnswering"]}, f)
     assert load_source(str(src)).head == {

@@ -14,8 +14,9 @@ Heads (`albert_jax.heads`): no head is `AlbertForPreTraining`; a `sequence_class
 `albert_jax_head` (transformers keeps unknown keys), so ours -> HF -> ours gives it back exactly;
 the HF fields win where they disagree with it. A `question_answering` head is
 `AlbertForQuestionAnswering` (`qa_outputs.weight` [2, H], `qa_outputs.bias`). transformers' token
-classifier and QA model have no pooler: the export still writes ours (transformers reports it as unused) so the round trip keeps it, and an
-import without one gets a zero pooler (never used by that model's logits) and a note saying so.
+classifier and QA model have no pooler: the export still writes ours (transformers reports it as
+unused) so the round trip keeps it, and an import without one gets a zero pooler (never used by
+that model's logits) and a note saying so.
 """
 
 from __future__ import annotations
