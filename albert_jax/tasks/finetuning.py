@@ -1,4 +1,5 @@
-"""Fine-tuning tasks for the one trainer: sequence classification, regression, token tagging.
+"""Fine-tuning tasks for the one trainer: sequence classification, regression, token tagging
+(extractive QA: `albert_jax.tasks.qa`; multiple choice: `albert_jax.tasks.choice`).
 
 `FinetuneData` reads the starting checkpoint (anything `albert_jax.convert` reads, or a
 pretraining workdir), applies `unshare`, picks the tokenizer and featurizes every split once;
@@ -26,10 +27,14 @@ from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
 from albert_jax.train.metrics import forward_flops_per_sequence
 
-TASK_TYPES = ("classification", "regression", "tagging", "qa")
+TASK_TYPES = ("classification", "regression", "tagging", "qa", "multiple_choice")
 UNSHARE = {"": None, "all": ("attention", "ffn"), "attention": ("attention",), "ffn": ("ffn",)}
 INPUTS = ("input_ids", "token_type_ids", "attention_mask")
-HEAD_TYPES = {"tagging": "token_classification", "qa": "question_answering"}
+HEAD_TYPES = {
+    "tagging": "token_classification",
+    "qa": "question_answering",
+    "multiple_choice": "multiple_choice",
+}
 QA_FIELDS = ("doc_stride", "max_query_length", "max_answer_length", "n_best", "char_level")
 
 
@@ -123,6 +128,10 @@ class FinetuneData:
             examples, counts = read_squad(path)
             self._read_counts[path] = counts
             return examples
+        if self.task_type == "multiple_choice":
+            from albert_jax.tasks.choice import read_race
+
+            return read_race(path)
         return D.read_examples(
             path,
             text_a=t.text_a,
@@ -132,7 +141,7 @@ class FinetuneData:
         )
 
     def _labels(self, t) -> list[str] | None:
-        if self.task_type in ("regression", "qa"):
+        if self.task_type in ("regression", "qa", "multiple_choice"):
             return None
         source = self.examples.get("train") or [e for ex in self.examples.values() for e in ex]
         labels = list(t.get("labels", ()) or ()) or D.label_list(source)
@@ -147,6 +156,12 @@ class FinetuneData:
         return labels
 
     def _featurize(self, examples, t):
+        if self.task_type == "multiple_choice":
+            from albert_jax.tasks.choice import featurize_choice, num_choices
+
+            # Over every split: one head serves them all, so all must fit its option count.
+            self.num_choices = num_choices(self.examples, int(t.get("num_choices", 0) or 0))
+            return featurize_choice(examples, self.tokenizer, self.max_seq_length, self.num_choices)
         if self.task_type == "qa":
             from albert_jax.tasks.qa import featurize_qa
 
@@ -171,7 +186,9 @@ class FinetuneData:
         kind = HEAD_TYPES.get(self.task_type, "sequence_classification")
         head = {
             "type": kind,
-            "num_labels": 2 if kind == "question_answering" else len(self.labels or [0]),
+            "num_labels": {"question_answering": 2, "multiple_choice": 1}.get(
+                kind, len(self.labels or [0])
+            ),
             "classifier_dropout": self.classifier_dropout,
             "task_type": self.task_type,
             "max_seq_length": self.max_seq_length,
@@ -182,6 +199,8 @@ class FinetuneData:
             head.update(scheme=t.scheme, space_between_words=bool(t.space_between_words))
         elif self.task_type == "qa":
             head.update({k: t[k] for k in QA_FIELDS})
+        elif self.task_type == "multiple_choice":
+            head["num_choices"] = self.num_choices
         else:
             head.update(text_a=t.text_a, text_b=t.get("text_b", "") or None, label=t.label)
         return head
@@ -364,6 +383,10 @@ def make_task(config, data: FinetuneData, workdir=None) -> FinetuneTask:
         from albert_jax.tasks.qa import QATask
 
         return QATask(config, data, workdir)
+    if data.task_type == "multiple_choice":
+        from albert_jax.tasks.choice import ChoiceTask
+
+        return ChoiceTask(config, data, workdir)
     cls = TaggingTask if data.task_type == "tagging" else ClassificationTask
     return cls(config, data, workdir)
 
@@ -534,14 +557,16 @@ def format_summary(summary) -> str:
 
 def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_size: int = 64):
     """Predictions of a fine-tuned checkpoint (ours, with its head) for every example of
-    `input_path` (the task's file format: JSONL / TSV / CSV, or CoNLL / JSONL words for tagging),
-    written as JSONL. Returns the metrics when the input has labels, else {}."""
+    `input_path` (the task's file format: JSONL / TSV / CSV, CoNLL / JSONL words for tagging,
+    RACE records for multiple choice), written as JSONL. Returns the metrics when the input has
+    labels, else {}."""
     import ml_collections
 
     from albert_jax import checkpoint
 
     head = checkpoint.load_head(checkpoint_dir)
-    if not head or head.get("type") not in ("sequence_classification", "token_classification"):
+    kinds = ("sequence_classification", "token_classification", "multiple_choice")
+    if not head or head.get("type") not in kinds:
         raise FinetuneError(
             f"{checkpoint_dir} has no fine-tuning head (head: {head}); predict needs a "
             "checkpoint written by `python -m finetune` (WORKDIR/best)"
@@ -555,6 +580,7 @@ def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_s
         max_seq_length=head["max_seq_length"],
         labels=tuple(head.get("labels", ())),
         space_between_words=head.get("space_between_words", True),
+        num_choices=head.get("num_choices", 0),  # the head's: shorter option lists are padded
         input=input_path,
     )
     config = ml_collections.ConfigDict(

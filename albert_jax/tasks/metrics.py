@@ -18,12 +18,14 @@ TASK_METRICS = {
     "regression": ("pearson", "spearman", "mse"),
     "tagging": ("f1", "precision", "recall", "accuracy"),
     "qa": ("f1", "exact"),  # SQuAD's, in percent (albert_jax.tasks.squad)
+    "multiple_choice": ("accuracy",),
 }
 DEFAULT_METRIC = {
     "classification": "accuracy",
     "regression": "pearson",
     "tagging": "f1",
     "qa": "f1",
+    "multiple_choice": "accuracy",
 }
 _LOWER_IS_BETTER = frozenset({"mse"})
 # BMES (Chinese segmentation / NER convention) is IOBES with M for "inside".
