@@ -495,6 +495,12 @@ def _print_data(data: FinetuneData) -> None:
     for split, s in data.stats.items():
         cut = s.get("truncated", 0)
         extra = f", {s['words_dropped']} words dropped" if s.get("words_dropped") else ""
+        extra += f" ({s['windows']} windows)" if "windows" in s else ""
+        extra += (
+            f", {s['answers_not_found']} answers not at their offsets"
+            if s.get("answers_not_found")
+            else ""
+        )
         print(f"{split}: {s['examples']} examples, {cut} truncated{extra}", flush=True)
 
 
