@@ -178,6 +178,24 @@ def test_epochs_reshuffle_and_cover():
     assert len({tuple(o) for o in orders}) > 1
 
 
+def test_masks_are_redrawn_every_epoch():
+    """Masking is seeded by (seed, epoch, document, instance): an instance whose text comes out
+    the same in two epochs (SOP swaps it half the time) is masked afresh, not identically."""
+    rng = np.random.default_rng(1)
+    docs = [_record([rng.integers(5, 500, 12), rng.integers(5, 500, 12)]) for _ in range(40)]
+    d = cfg(_synthetic_config(), debug=True, global_batch_size=1, shuffle_window=0)
+    d.short_seq_prob = 0.0
+    ds = pipeline.make_dataset(d, source=docs, check_tokenizer=False, num_epochs=2)
+    seen = [{}, {}]
+    for b in ds:
+        key = (int(b["doc_id"][0]), int(b["instance_index"][0]))
+        seen[int(b["epoch"][0])][key] = (b["original_ids"][0], b["masked_lm_positions"][0])
+    same = [k for k, (ids, _) in seen[0].items() if np.array_equal(ids, seen[1][k][0])]
+    assert len(same) >= 10
+    repeated = sum(np.array_equal(seen[0][k][1], seen[1][k][1]) for k in same)
+    assert repeated <= len(same) // 4, (repeated, len(same))
+
+
 def _resume_script(tmp_path):
     path = tmp_path / "resume.py"
     path.write_text(

@@ -381,13 +381,15 @@ def test_make_optimizer_defaults_and_clipping():
     assert float(sched(3125)) == pytest.approx(0.001716, rel=1e-6)
     params = initial_params(np.random.default_rng(5), SMALL)
     big = jax.tree.map(lambda x: x * 0 + 10.0, params)  # global norm >> 1
-    clips = (1.0, 0.0, None)
+    clips = (1.0, 4.0, 0.0, None)
     txs = [make_optimizer(optim_config("lamb", clip_norm=c), MODEL)[0] for c in clips]
     # The lr is 0 at step 0: look at the first moments.
     first_mu = lambda g, p: [optax.tree.get(tx.update(g, tx.init(p), p)[1], "mu") for tx in txs]
     after = dict(zip(clips, map(flat, jax.jit(first_mu)(big, params)), strict=True))
     assert np.abs(after[0.0]["pooler/kernel"]).max() == pytest.approx(1.0, rel=1e-6)
     assert np.abs(after[1.0]["pooler/kernel"]).max() < 0.1
+    # The configured norm is the one clipped to (a fixed 1.0 would pass the line above).
+    np.testing.assert_allclose(after[4.0]["pooler/kernel"], 4 * after[1.0]["pooler/kernel"], 1e-6)
     assert after[None]["pooler/kernel"].max() == after[0.0]["pooler/kernel"].max()
 
 

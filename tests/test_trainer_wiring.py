@@ -1,20 +1,23 @@
 """The trainer's wiring, checked against a direct computation that shares none of its code: the
 logged loss of each step equals the model applied to that step's batch with the parameters the
 trainer held then (inputs in the right slots, the right batch, the right parameters), evaluation
-runs without dropout on the current parameters, and dropout is on in training, on grouped and
-unshared layouts too."""
+runs without dropout on the current parameters, dropout is on in training, on grouped and
+unshared layouts too, and each step and micro-batch gets its own dropout key."""
 
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from flax import linen as nn
 from test_trainer import load_state, read_metrics
 from trainer_worker import make_config, make_global_batch, make_task, tiny_model_config
 
+from albert_jax import partitioning
 from albert_jax.model import AlbertForPreTraining
-from albert_jax.train.trainer import train
+from albert_jax.train.trainer import TrainState, make_train_step, train
 
 
 def log_softmax(x):
@@ -95,3 +98,38 @@ def test_dropout_and_evaluation_on_grouped_and_unshared_layouts(tmp_path, layout
         moved = np.abs(after - before).reshape(len(before), -1).max(1)
         if "key']['bias" not in name:
             assert (moved > 0).all(), f"{name}: groups {np.nonzero(moved == 0)[0]} did not move"
+
+
+class _KeyTask:
+    """A task whose loss ignores the data and reports one uniform draw from the dropout key it is
+    given, so the keys the train step hands out can be read off its metrics."""
+
+    def normalizers(self, batch):
+        return {}
+
+    def loss(self, params, batch, norms, rng):
+        u = jax.random.uniform(rng, ())
+        return params["w"] * u, {"u": u}
+
+
+@pytest.mark.parametrize("accum", [1, 2])
+def test_dropout_key_is_folded_with_the_step_and_the_micro_batch(accum):
+    """The key of step s is fold_in(base, s) (so every step draws new masks and a resumed run the
+    same ones), and micro-batch i of an accumulated step uses fold_in(that, i)."""
+    mesh = partitioning.make_mesh((1, 1, 1), devices=jax.devices()[:1])
+    tx = optax.sgd(0.0)
+    params = {"w": jnp.ones(())}
+    step_fn = jax.jit(make_train_step(_KeyTask(), tx, lambda s: 0.0, mesh, accum))
+    base = jax.random.PRNGKey(3)
+    state = TrainState(step=jnp.int32(0), params=params, opt_state=tx.init(params), rng=base)
+    draws = []
+    for step in range(3):
+        state, metrics = step_fn(state, {"x": np.zeros((4, 1), np.float32)})
+        key = jax.random.fold_in(base, step)
+        if accum == 1:
+            want = jax.random.uniform(key, ())
+        else:
+            want = sum(jax.random.uniform(jax.random.fold_in(key, i), ()) for i in range(accum))
+        assert float(metrics["u"]) == pytest.approx(float(want), rel=1e-6), step
+        draws.append(float(metrics["u"]))
+    assert len(set(draws)) == 3  # a new key every step

@@ -1,0 +1,736 @@
+"""Mutation check: hand-written plausible bugs, applied one at a time to a temporary copy of the
+repository, each run against the few tests that should catch it. Outside the default suite (the
+name does not match test_*.py).
+
+    uv run python tests/mutants.py -j 2              # all mutants, two workers
+    uv run python tests/mutants.py --list            # what they are (also checks every snippet)
+    uv run python tests/mutants.py --only model-pooler-no-tanh,optim-warmup-off-by-one
+    uv run python tests/mutants.py --json mutants.json
+
+The tracked (and untracked, not ignored) files are copied once per worker into a temporary
+directory; the working tree is never touched. Before the mutants, a canary (the copy's
+albert_jax/__init__.py made to raise) must fail, proving the tests import the copy and not this
+checkout, and the union of the mutants' tests must pass on the unmutated copy. A mutant is
+*killed* when its tests fail (pytest exit 1, or 2 for a collection error), *survived* when they
+pass; a survivor marked `equivalent` (with the reason it cannot change behaviour) is reported as
+such. Exits 1 if any mutant survives unexplained, times out or errs; 2 if a mutant's snippet does
+not occur exactly once in its file (the code moved on: update the mutant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTEST_BASE = ("-q", "-p", "no:cacheprovider", "-m", "not slow")
+PYTEST = ("-x", *PYTEST_BASE)  # per mutant: the first failure kills it
+CANARY = "mutants.py canary: the copy's albert_jax was imported"
+_ACTIVE: set[subprocess.Popen] = set()  # running pytest processes (each its own process group)
+_ACTIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+    id: str
+    file: str  # relative to the repository root
+    original: str  # must occur exactly once in the file
+    replacement: str
+    description: str  # the plausible bug
+    tests: tuple[str, ...]  # pytest files or node ids (under tests/) that should kill it
+    equivalent: str | None = None  # why it cannot change behaviour, if it survives by design
+
+
+MODEL = "albert_jax/model.py"
+LOSSES = "albert_jax/losses.py"
+OPTIM = "albert_jax/optim.py"
+MASKING = "albert_jax/data/masking.py"
+PAIRS = "albert_jax/data/pairs.py"
+PIPELINE = "albert_jax/data/pipeline.py"
+PRETRAINING = "albert_jax/train/pretraining.py"
+TRAINER = "albert_jax/train/trainer.py"
+CHECKPOINTS = "albert_jax/train/checkpoints.py"
+
+NUMPY_REF = "tests/test_model.py::test_matches_numpy_reference[all]"
+NUMPY_REF_GROUPS = "tests/test_model.py::test_matches_numpy_reference[groups:2]"
+WIRING = (
+    "tests/test_trainer_wiring.py::"
+    "test_each_logged_loss_equals_the_model_on_that_batch_with_those_params"
+)
+WIRING_DROPOUT = (
+    "tests/test_trainer_wiring.py::test_dropout_and_evaluation_on_grouped_and_unshared_layouts"
+    "[groups:2]"
+)
+PD_STATISTICS = "tests/test_data_pipeline.py::test_statistics_on_peoples_daily"
+STEP_KEYS = (
+    "tests/test_trainer_wiring.py::test_dropout_key_is_folded_with_the_step_and_the_micro_batch"
+)
+
+MUTANTS = [
+    # ------------------------------------------------------------------ model
+    Mutant(
+        "model-dropout-no-rescale",
+        MODEL,
+        "jnp.where(keep, x / (1.0 - rate), 0)",
+        "jnp.where(keep, x, 0)",
+        "dropout keeps 1-p of the units but does not rescale them by 1/(1-p)",
+        ("tests/test_dropout.py::test_helper_keeps_1_minus_p_and_preserves_the_mean",),
+    ),
+    Mutant(
+        "model-dropout-same-mask-every-layer",
+        MODEL,
+        "rng = _fold(rng, i)  # dropout keys",
+        "rng = rng  # dropout keys",
+        "the layer index is not folded into the dropout key: every layer draws the same masks",
+        ("tests/test_dropout.py::test_masks_differ_across_layers_steps_and_examples",),
+    ),
+    Mutant(
+        "model-attention-no-scale",
+        MODEL,
+        "ctx = jax.nn.dot_product_attention(q, k, v, bias=bias.astype(q.dtype))",
+        "ctx = jax.nn.dot_product_attention(q, k, v, bias=bias.astype(q.dtype), scale=1.0)",
+        "attention logits not scaled by 1/sqrt(head_dim) (fused path)",
+        (NUMPY_REF,),
+    ),
+    Mutant(
+        "model-explicit-attention-no-scale",
+        MODEL,
+        "logits = logits * (q.shape[-1] ** -0.5) + bias",
+        "logits = logits + bias",
+        "attention logits not scaled by 1/sqrt(head_dim) (explicit path, used with attention "
+        "dropout)",
+        ("tests/test_model.py::test_explicit_attention_matches_fused_kernel",),
+    ),
+    Mutant(
+        "model-mask-value",
+        MODEL,
+        "MASK_VALUE = -10000.0",
+        "MASK_VALUE = -1e9",
+        "additive padding bias -1e9 instead of the reference's -10000 (all-padding rows change)",
+        ("tests/test_model.py::test_all_padding_row_is_a_constant_shift",),
+    ),
+    Mutant(
+        "model-mask-on-queries",
+        MODEL,
+        "(1.0 - attention_mask[:, None, None, :].astype(jnp.float32))",
+        "(1.0 - attention_mask[:, None, :, None].astype(jnp.float32))",
+        "padding bias broadcast over the query axis instead of the key axis",
+        (NUMPY_REF,),
+    ),
+    Mutant(
+        "model-layernorm-eps-ignored",
+        MODEL,
+        "jax.lax.rsqrt(var + c.layer_norm_eps)",
+        "jax.lax.rsqrt(var + 1e-6)",
+        "LayerNorm ignores config.layer_norm_eps (1e-12) and uses a library default 1e-6",
+        (NUMPY_REF,),
+    ),
+    Mutant(
+        "model-no-token-type",
+        MODEL,
+        "            + jnp.take(self.token_type_embeddings, token_type_ids, axis=0)\n",
+        "",
+        "token-type (segment) embeddings are not added",
+        (NUMPY_REF,),
+    ),
+    Mutant(
+        "model-pooler-no-tanh",
+        MODEL,
+        "pooled = jnp.tanh(self.pooler(seq[:, 0]).astype(jnp.float32)).astype(seq.dtype)",
+        "pooled = self.pooler(seq[:, 0])",
+        "pooler without its tanh",
+        (NUMPY_REF,),
+    ),
+    Mutant(
+        "model-mlm-exact-gelu",
+        MODEL,
+        "x = ACTIVATIONS[c.hidden_act](",
+        'x = ACTIVATIONS["gelu"](',
+        "MLM head uses the exact (erf) GELU where the config says gelu_new (tanh)",
+        (NUMPY_REF,),
+    ),
+    Mutant(
+        "model-groups-interleaved",
+        MODEL,
+        "x = self.attention(x, bias, (i * c.attention_groups) // c.num_layers, rng, deterministic)",
+        "x = self.attention(x, bias, i % c.attention_groups, rng, deterministic)",
+        "layer i uses attention group i % G (interleaved) instead of (i * G) // L (contiguous)",
+        (NUMPY_REF_GROUPS,),
+    ),
+    # ------------------------------------------------------------------ losses
+    Mutant(
+        "losses-mlm-denominator-no-eps",
+        LOSSES,
+        "return jnp.sum(weights.astype(jnp.float32)) + 1e-5",
+        "return jnp.sum(weights.astype(jnp.float32))",
+        "MLM denominator without the reference's + 1e-5 (NaN on a batch with no predictions)",
+        ("tests/test_losses.py",),
+    ),
+    Mutant(
+        "losses-mlm-plain-mean",
+        LOSSES,
+        "return jnp.sum(weights * _nll(logits, label_ids)) / denominator",
+        "return jnp.mean(_nll(logits, label_ids))",
+        "MLM loss as a plain mean over all prediction slots, padding included",
+        ("tests/test_losses.py",),
+    ),
+    Mutant(
+        "losses-total-without-sop",
+        LOSSES,
+        'return metrics["mlm_loss"] + metrics["sop_loss"], metrics',
+        'return metrics["mlm_loss"], metrics',
+        "the SOP loss is reported but not added to the total that is differentiated",
+        ("tests/test_losses.py", WIRING),
+    ),
+    # ------------------------------------------------------------------ pretraining task
+    Mutant(
+        "pretraining-segment-mask-swapped",
+        PRETRAINING,
+        'batch["segment_ids"],\n            batch["input_mask"],',
+        'batch["input_mask"],\n            batch["segment_ids"],',
+        "the pretraining loss passes input_mask as token types and segment_ids as the mask",
+        (WIRING,),
+    ),
+    Mutant(
+        "pretraining-eval-dropout",
+        PRETRAINING,
+        "return self.loss(params, batch, self.normalizers(batch), None)[1]",
+        "return self.loss(params, batch, self.normalizers(batch), jax.random.PRNGKey(0))[1]",
+        "evaluation runs with dropout on",
+        (WIRING_DROPOUT,),
+    ),
+    # ------------------------------------------------------------------ optimizer
+    Mutant(
+        "optim-stacked-ffn-missing",
+        OPTIM,
+        "return lambda path: path in paths",
+        'return lambda path: path in paths and path.startswith("encoder/attention/")',
+        "LAMB treats a stacked FFN leaf as one variable (one trust ratio for all its groups)",
+        (
+            "tests/test_optim.py::test_grouped_model_updates_each_group_as_its_own_variable"
+            "[groups1]",
+        ),
+    ),
+    Mutant(
+        "optim-trust-ratio-whole-stack",
+        OPTIM,
+        "axes = tuple(range(1, u.ndim)) if stacked(path) else None",
+        "axes = None",
+        "the trust ratio of a stacked leaf is taken over the whole stack, not per group",
+        ("tests/test_optim.py::test_stacked_trust_ratio_is_per_layer",),
+    ),
+    Mutant(
+        "optim-exclude-re-match",
+        OPTIM,
+        "return lambda path: any(c.search(path) for c in compiled)",
+        "return lambda path: any(c.match(path) for c in compiled)",
+        "exclusion regex anchored at the path start (re.match): LayerNorm and biases decayed",
+        ("tests/test_optim.py::test_labels",),
+    ),
+    Mutant(
+        "optim-bias-correction-wrong-beta",
+        OPTIM,
+        "nu_hat = jax.tree.map(lambda v: v / (1 - b2**t), nu)",
+        "nu_hat = jax.tree.map(lambda v: v / (1 - b1**t), nu)",
+        "Adam's second-moment bias correction uses b1",
+        ("tests/test_optim.py::test_bias_correction_matches_optax",),
+    ),
+    Mutant(
+        "optim-bias-correction-always",
+        OPTIM,
+        "        if bias_correction:\n            t = count",
+        "        if True:\n            t = count",
+        "Adam always bias-corrects (optax's default; the reference never does)",
+        ("tests/test_optim.py::test_matches_numpy_port_of_reference",),
+    ),
+    Mutant(
+        "optim-adam-eps-inside-sqrt",
+        OPTIM,
+        "out = jax.tree.map(lambda m, v: m / (jnp.sqrt(v) + eps), mu_hat, nu_hat)",
+        "out = jax.tree.map(lambda m, v: m / jnp.sqrt(v + eps), mu_hat, nu_hat)",
+        "Adam's eps inside the square root",
+        ("tests/test_optim.py::test_matches_numpy_port_of_reference",),
+    ),
+    Mutant(
+        "optim-warmup-off-by-one",
+        OPTIM,
+        "lr = jnp.where(step < warmup_steps, peak_lr * step / warmup_steps, lr)",
+        "lr = jnp.where(step < warmup_steps, peak_lr * (step + 1) / warmup_steps, lr)",
+        "warmup off by one: the first update already has lr peak / warmup_steps",
+        ("tests/test_optim.py::test_schedule",),
+    ),
+    Mutant(
+        "optim-clip-norm-ignored",
+        OPTIM,
+        "tx = optax.chain(optax.clip_by_global_norm(clip), tx)",
+        "tx = optax.chain(optax.clip_by_global_norm(1.0), tx)",
+        "the configured clip_norm is ignored (always 1.0, the default)",
+        ("tests/test_optim.py::test_make_optimizer_defaults_and_clipping",),
+    ),
+    Mutant(
+        "optim-clip-after-update",
+        OPTIM,
+        "tx = optax.chain(optax.clip_by_global_norm(clip), tx)",
+        "tx = optax.chain(tx, optax.clip_by_global_norm(clip))",
+        "the global-norm clip is applied to the updates instead of the gradients",
+        ("tests/test_optim.py::test_matches_numpy_port_of_reference",),
+    ),
+    # ------------------------------------------------------------------ masking
+    Mutant(
+        "masking-not-shuffled",
+        MASKING,
+        "order = rng.permutation(n_words).tolist()",
+        "order = list(range(n_words))",
+        "masking candidates are taken in order, not shuffled (masks bunch at the start)",
+        ("tests/test_data_masking.py::test_masked_positions_spread_over_the_whole_sequence",),
+    ),
+    Mutant(
+        "masking-90-5-5",
+        MASKING,
+        "np.where(r[:k] < 0.8, np.int32(MASK_ID)",
+        "np.where(r[:k] < 0.9, np.int32(MASK_ID)",
+        "replacement 90/5/5 instead of 80/10/10",
+        ("tests/test_data_masking.py::test_replacement_80_10_10",),
+    ),
+    Mutant(
+        "masking-specials-maskable",
+        MASKING,
+        "cand = np.flatnonzero(~np.asarray(special, np.bool_))",
+        "cand = np.arange(length)",
+        "[CLS]/[SEP] can be masked",
+        ("tests/test_data_masking.py::test_structure_budget_whole_words",),
+    ),
+    Mutant(
+        "masking-budget-floor",
+        MASKING,
+        "max(1, int(round(length * masked_lm_prob)))",
+        "max(1, int(length * masked_lm_prob))",
+        "prediction budget floored instead of rounded (the reference uses round)",
+        ("tests/test_data_masking.py::test_ngram_probs",),
+    ),
+    Mutant(
+        "masking-overlap-check-first-word",
+        MASKING,
+        "if count + size > budget or any(covered[s : s + n]):",
+        "if count + size > budget or covered[s]:",
+        "the overlap check looks at the span's first word only (spans may overlap)",
+        (
+            "tests/test_data_masking.py::test_structure_budget_whole_words",
+            "tests/test_data_masking.py::test_single_token_words_always_fill_the_budget",
+        ),
+    ),
+    # ------------------------------------------------------------------ pairs
+    Mutant(
+        "pairs-sop-label-flipped",
+        PAIRS,
+        "label, swapped = 1, True",
+        "label, swapped = 0, True",
+        "SOP label 0 for a swapped pair",
+        ("tests/test_data_pairs.py::test_layout_segments_and_lengths",),
+    ),
+    Mutant(
+        "pairs-segment-ids-off-by-one",
+        PAIRS,
+        "seg[2 + la :] = 1",
+        "seg[1 + la :] = 1",
+        "the middle [SEP] gets segment id 1 instead of 0",
+        ("tests/test_data_pairs.py::test_layout_segments_and_lengths",),
+    ),
+    Mutant(
+        "pairs-truncate-back-only",
+        PAIRS,
+        "front = int(np.count_nonzero(rng.random(n) < 0.5))",
+        "front = 0",
+        "truncation always cuts from the back (the reference picks front/back at random)",
+        ("tests/test_data_pairs.py::test_truncation_is_contiguous_and_balanced",),
+    ),
+    # ------------------------------------------------------------------ pipeline
+    Mutant(
+        "pipeline-middle-sep-maskable",
+        PIPELINE,
+        "special[[0, inst.len_a + 1, n - 1]] = True",
+        "special[[0, inst.len_a, n - 1]] = True",
+        "the middle [SEP] index is off by one: [SEP] maskable, last token of A never",
+        (PD_STATISTICS,),
+    ),
+    Mutant(
+        "pipeline-padding-weights",
+        PIPELINE,
+        'ex["masked_lm_weights"][:k] = 1.0',
+        'ex["masked_lm_weights"][:] = 1.0',
+        "padded prediction slots (beyond the masked count) get weight 1",
+        (PD_STATISTICS,),
+    ),
+    Mutant(
+        "pipeline-static-masks",
+        PIPELINE,
+        "mrng = np.random.default_rng([spec.seed, _MASK_STREAM, epoch, doc_id, k])",
+        "mrng = np.random.default_rng([spec.seed, _MASK_STREAM, doc_id, k])",
+        "masks do not depend on the epoch: every epoch masks a document identically",
+        ("tests/test_data_pipeline.py::test_masks_are_redrawn_every_epoch",),
+    ),
+    # ------------------------------------------------------------------ trainer
+    Mutant(
+        "trainer-rng-not-folded-with-step",
+        TRAINER,
+        "key = jax.random.fold_in(state.rng, state.step)",
+        "key = state.rng",
+        "the dropout key is not folded with the step: the same masks at every step",
+        (f"{STEP_KEYS}[1]",),
+    ),
+    Mutant(
+        "trainer-accum-divides-twice",
+        TRAINER,
+        "return jax.tree_util.tree_map(jnp.add, carry, (loss_i, m, g)), None",
+        "return jax.tree_util.tree_map(lambda c, x: c + x / accum_steps, carry, (loss_i, m, g))"
+        ", None",
+        "gradient accumulation divides by the number of micro-batches although the loss is "
+        "already normalized by the global batch",
+        ("tests/test_trainer.py::test_grad_accumulation_matches_full_batch",),
+    ),
+    Mutant(
+        "trainer-accum-same-key",
+        TRAINER,
+        "grad_fn(state.params, mb, norms, jax.random.fold_in(key, i))",
+        "grad_fn(state.params, mb, norms, key)",
+        "every micro-batch of an accumulated step gets the same dropout key",
+        (f"{STEP_KEYS}[2]",),
+    ),
+    Mutant(
+        "trainer-micro-batches-contiguous",
+        TRAINER,
+        "y = x.reshape(b // steps, steps, *x.shape[1:]).swapaxes(0, 1)",
+        "y = x.reshape(steps, b // steps, *x.shape[1:])",
+        "micro-batch i is a contiguous block of examples instead of every steps-th example",
+        ("tests/test_trainer.py::test_grad_accumulation_matches_full_batch",),
+        equivalent=(
+            "the micro-batches partition the same global batch either way, and loss, metrics and "
+            "gradients are sums over all of them with whole-batch normalizers, so only the float "
+            "summation order changes (and, with dropout, which example draws which key: an "
+            "equally distributed draw); the strided split keeps each device's rows in every "
+            "micro-batch, which is load balance, not behaviour"
+        ),
+    ),
+    Mutant(
+        "checkpoints-restore-oldest",
+        CHECKPOINTS,
+        "for step in sorted(self.manager.all_steps(), reverse=True):",
+        "for step in sorted(self.manager.all_steps()):",
+        "resume restores the oldest kept checkpoint instead of the newest",
+        (
+            "tests/test_trainer.py::test_resume_is_bit_exact",
+            "tests/test_trainer.py::test_corrupted_latest_checkpoint_falls_back",
+        ),
+    ),
+]
+
+
+# ---------------------------------------------------------------------- runner
+
+
+class StaleMutant(Exception):
+    pass
+
+
+def repo_files() -> list[str]:
+    """Tracked files plus untracked ones that git does not ignore (new tests before a commit)."""
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    return sorted({p for p in out.split("\0") if p and os.path.isfile(os.path.join(REPO, p))})
+
+
+def check(mutants: list[Mutant]) -> None:
+    """Every snippet occurs exactly once in its file (of this checkout) and changes it."""
+    problems, seen = [], set()
+    for m in mutants:
+        if m.id in seen:
+            problems.append(f"{m.id}: duplicate id")
+        seen.add(m.id)
+        path = os.path.join(REPO, m.file)
+        if not os.path.isfile(path):
+            problems.append(f"{m.id}: {m.file} does not exist")
+            continue
+        with open(path, encoding="utf-8") as f:
+            n = f.read().count(m.original)
+        if n != 1:
+            problems.append(f"{m.id}: the original snippet occurs {n} times in {m.file}")
+        if m.original == m.replacement:
+            problems.append(f"{m.id}: the replacement equals the original")
+        for t in m.tests:
+            if not t.startswith("tests/") or not os.path.isfile(
+                os.path.join(REPO, t.split("::")[0])
+            ):
+                problems.append(f"{m.id}: test {t!r} is not a file or node id under tests/")
+    if problems:
+        raise StaleMutant(
+            "stale or malformed mutants (update tests/mutants.py):\n  " + "\n  ".join(problems)
+        )
+
+
+def make_copy(files: list[str]) -> str:
+    root = tempfile.mkdtemp(prefix="albert-mutants-")
+    for p in files:
+        dst = os.path.join(root, p)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(os.path.join(REPO, p), dst)
+    return root
+
+
+def child_env(root: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["JAX_PLATFORMS"] = "cpu"
+    # No .pyc files: a restored and a re-mutated source could share size and mtime second.
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def run_pytest(root: str, args: list[str], timeout: float) -> tuple[int | None, float, str]:
+    """(exit code or None on timeout, seconds, output) of pytest in `root`."""
+    t0 = time.perf_counter()
+    with _ACTIVE_LOCK:
+        if _STOPPING.is_set():
+            raise KeyboardInterrupt("the mutation check is stopping")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", *args],
+            cwd=root,
+            env=child_env(root),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # own process group: a timeout ends the test's children too
+        )
+        _ACTIVE.add(proc)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        rc = None
+    finally:
+        with _ACTIVE_LOCK:
+            _ACTIVE.discard(proc)
+    return rc, time.perf_counter() - t0, out
+
+
+def stop_active() -> None:
+    """Ends the pytest runs still going (on Ctrl-C or an error in the runner)."""
+    with _ACTIVE_LOCK:
+        _STOPPING.set()
+        procs = list(_ACTIVE)
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class Copy:
+    """One worker's copy of the repository: `apply` plants a mutant, `restore` undoes it."""
+
+    def __init__(self, files):
+        self.root = make_copy(files)
+
+    def path(self, rel):
+        return os.path.join(self.root, rel)
+
+    def apply(self, m: Mutant) -> str:
+        with open(self.path(m.file), encoding="utf-8") as f:
+            text = f.read()
+        if text.count(m.original) != 1:
+            raise StaleMutant(f"{m.id}: snippet not found exactly once in the copy of {m.file}")
+        with open(self.path(m.file), "w", encoding="utf-8") as f:
+            f.write(text.replace(m.original, m.replacement))
+        return text
+
+    def restore(self, rel: str, text: str) -> None:
+        with open(self.path(rel), "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+def canary(copy: Copy, timeout: float) -> None:
+    """A copy whose albert_jax raises on import must fail: the tests import the copy."""
+    init = "albert_jax/__init__.py"
+    with open(copy.path(init), encoding="utf-8") as f:
+        text = f.read()
+    copy.restore(init, f"raise RuntimeError({CANARY!r})\n" + text)
+    try:
+        rc, secs, out = run_pytest(copy.root, [*PYTEST, "tests/test_losses.py"], timeout)
+    finally:
+        copy.restore(init, text)
+    if rc == 0 or CANARY not in out:
+        sys.exit(
+            "canary: a copy with a broken albert_jax did not fail as expected, so the tests do "
+            f"not import the copy (exit code {rc}):\n{out[-3000:]}"
+        )
+    print(f"canary: broken copy fails as it should ({secs:.1f}s)", flush=True)
+
+
+def baseline(copy: Copy, mutants: list[Mutant], workers: int, timeout: float) -> None:
+    """Every selected test passes on the unmutated copy (else a 'kill' would mean nothing)."""
+    tests = sorted({t for m in mutants for t in m.tests})
+    whole = {t for t in tests if "::" not in t}
+    tests = [t for t in tests if t in whole or t.split("::")[0] not in whole]
+    args = [*PYTEST_BASE, *(["-p", "xdist", "-n", str(workers)] if workers > 1 else []), *tests]
+    rc, secs, out = run_pytest(copy.root, args, timeout)
+    if rc != 0:
+        sys.exit(f"baseline: the mutants' tests fail on the unmutated copy (exit {rc}):\n{out}")
+    print(f"baseline: {len(tests)} test selections pass unmutated ({secs:.1f}s)", flush=True)
+
+
+def run_one(copies: queue.Queue, m: Mutant, timeout: float) -> dict:
+    copy = copies.get()
+    try:
+        original = copy.apply(m)
+        try:
+            rc, secs, out = run_pytest(copy.root, [*PYTEST, *m.tests], timeout)
+        finally:
+            copy.restore(m.file, original)
+    finally:
+        copies.put(copy)
+    if rc is None:
+        result = "timeout"
+    elif rc in (1, 2):  # test failure, or a collection error caused by the mutant
+        result = "killed"
+    elif rc == 0:
+        result = "equivalent" if m.equivalent else "survived"
+    else:  # 3 internal error, 4 usage, 5 nothing collected (a deselected or missing test)
+        result = "error"
+    return {
+        "id": m.id,
+        "file": m.file,
+        "description": m.description,
+        "tests": list(m.tests),
+        "equivalent": m.equivalent,
+        "result": result,
+        "returncode": rc,
+        "seconds": round(secs, 1),
+        "output_tail": out[-4000:] if result != "killed" else out[-800:],
+    }
+
+
+def table(results: list[dict]) -> str:
+    rows = [("id", "module", "result", "seconds", "description")]
+    for r in results:
+        module = os.path.splitext(r["file"].removeprefix("albert_jax/"))[0]
+        result = r["result"] + (
+            " (marked equivalent!)" if r["result"] == "killed" and r["equivalent"] else ""
+        )
+        rows.append((r["id"], module, result, f"{r['seconds']:.1f}", r["description"]))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = []
+    for row in rows:
+        cells = [row[i].ljust(widths[i]) for i in range(4)] + [row[4]]
+        lines.append("  ".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--list", action="store_true", help="list the mutants (after checking them)")
+    ap.add_argument("--only", default="", help="comma-separated mutant ids")
+    ap.add_argument("--json", metavar="OUT", help="write the results as JSON")
+    ap.add_argument("-j", type=int, default=1, metavar="N", help="parallel workers (own copies)")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per mutant (default 900)")
+    ap.add_argument(
+        "--skip-baseline", action="store_true", help="do not run the tests on the unmutated copy"
+    )
+    args = ap.parse_args(argv)
+
+    mutants = MUTANTS
+    if args.only:
+        wanted = [s.strip() for s in args.only.split(",") if s.strip()]
+        known = {m.id for m in MUTANTS}
+        unknown = [w for w in wanted if w not in known]
+        if unknown:
+            ap.error(f"unknown mutant ids: {', '.join(unknown)} (see --list)")
+        mutants = [m for m in MUTANTS if m.id in wanted]
+    try:
+        check(mutants)
+    except StaleMutant as e:
+        print(e, file=sys.stderr)
+        return 2
+    if args.list:
+        for m in mutants:
+            eq = f"\n    equivalent: {m.equivalent}" if m.equivalent else ""
+            print(f"{m.id}  [{m.file}]\n    {m.description}\n    tests: {' '.join(m.tests)}{eq}")
+        return 0
+
+    def terminate(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, terminate)  # clean up (copies, running tests) as on Ctrl-C
+    t0 = time.perf_counter()
+    files = repo_files()
+    workers = max(1, min(args.j, len(mutants)))
+    copies: queue.Queue = queue.Queue()
+    made = [Copy(files) for _ in range(workers)]
+    for c in made:
+        copies.put(c)
+    results = {}
+    pool = ThreadPoolExecutor(workers)
+    try:
+        canary(made[0], args.timeout)
+        if not args.skip_baseline:
+            baseline(made[0], mutants, workers, args.timeout * 2)
+        pending = {pool.submit(run_one, copies, m, args.timeout) for m in mutants}
+        while pending:
+            # A timed wait, so that Ctrl-C / SIGTERM are handled promptly.
+            done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            for fut in done:
+                r = fut.result()
+                results[r["id"]] = r
+                print(
+                    f"[{len(results)}/{len(mutants)}] {r['result']:<10} {r['seconds']:7.1f}s"
+                    f"  {r['id']}",
+                    flush=True,
+                )
+                if r["result"] in ("survived", "error", "timeout"):
+                    print("    " + r["output_tail"][-1500:].replace("\n", "\n    "), flush=True)
+    finally:
+        stop_active()  # only after an interruption is anything still running
+        pool.shutdown(wait=True, cancel_futures=True)
+        for c in made:
+            shutil.rmtree(c.root, ignore_errors=True)
+    ordered = [results[m.id] for m in mutants]
+    total = time.perf_counter() - t0
+    print()
+    print(table(ordered))
+    counts = {}
+    for r in ordered:
+        counts[r["result"]] = counts.get(r["result"], 0) + 1
+    print(
+        f"\n{len(ordered)} mutants: "
+        + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        + f"; {total:.0f}s with {workers} worker(s)"
+    )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"seconds": round(total, 1), "results": ordered}, f, indent=2)
+    bad = [r for r in ordered if r["result"] in ("survived", "error", "timeout")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("\ninterrupted: running tests stopped, temporary copies removed", file=sys.stderr)
+        sys.exit(130)
