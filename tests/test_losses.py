@@ -33,3 +33,25 @@ def test_sop_loss_and_accuracy():
     expect = -np.mean(_log_softmax(logits)[np.arange(3), labels])
     np.testing.assert_allclose(losses.sop_loss(logits, labels), expect, rtol=1e-6)
     np.testing.assert_allclose(losses.sop_accuracy(logits, labels), 2 / 3, rtol=1e-6)
+
+
+def test_pretraining_loss_is_mlm_plus_sop_with_the_reference_denominator():
+    """One real prediction, so the reference's +1e-5 in the MLM denominator is a 1e-5 relative
+    effect (10x the tolerance), and the total is the unweighted sum of both losses."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(1)
+    mlm = rng.normal(size=(2, 2, 5)).astype(np.float32)
+    sop = rng.normal(size=(2, 2)).astype(np.float32)
+    batch = {
+        "masked_lm_ids": np.array([[3, 0], [0, 0]]),
+        "masked_lm_weights": np.array([[1.0, 0.0], [0.0, 0.0]], np.float32),
+        "sentence_order_label": np.array([1, 0]),
+    }
+    total, m = losses.pretraining_loss(SimpleNamespace(mlm_logits=mlm, sop_logits=sop), batch)
+    mlm_nll = -_log_softmax(mlm.astype(np.float64))[0, 0, 3] / (1 + 1e-5)
+    sop_nll = -np.mean(_log_softmax(sop.astype(np.float64))[[0, 1], [1, 0]])
+    np.testing.assert_allclose(m["mlm_loss"], mlm_nll, rtol=1e-6)
+    np.testing.assert_allclose(m["sop_loss"], sop_nll, rtol=1e-6)
+    np.testing.assert_allclose(total, mlm_nll + sop_nll, rtol=1e-6)
+    assert set(m) == {"mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy"}
