@@ -80,6 +80,17 @@ class ClassificationTask:
         return nll.sum() / norms["n"], {"accuracy": correct.sum() / norms["n"]}
 
 
+def xla_cost(compiled) -> dict:
+    """XLA's own count of the compiled step: FLOPs and bytes accessed, deterministic figures to
+    set beside the (noisy, shared-machine) timings."""
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    return {
+        "xla_gflops": round(cost["flops"] / 1e9, 2),
+        "xla_gbytes_accessed": round(cost["bytes accessed"] / 1e9, 3),
+    }
+
+
 def make_batch(vocab_size: int, batch: int, seq: int, seed: int = 0) -> dict[str, np.ndarray]:
     """Random token ids (no padding), two segments, random labels (peer_finetune.py: the same)."""
     rng = np.random.default_rng(seed)
@@ -157,6 +168,7 @@ def measure(args, layout: str) -> dict:
         "remat": config.remat,
         "params": int(n_params),
         "compile_s": round(compile_s, 2),
+        **xla_cost(compiled),
         "first_step_s": round(first, 3),
         "step_s": round(step_s, 4),
         "step_s_min": round(min(times), 4),

@@ -37,6 +37,17 @@ SIZES = {
 NUM_LABELS = 2
 
 
+def xla_cost(compiled) -> dict:
+    """XLA's own count of the compiled step: FLOPs and bytes accessed, deterministic figures to
+    set beside the (noisy, shared-machine) timings."""
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    return {
+        "xla_gflops": round(cost["flops"] / 1e9, 2),
+        "xla_gbytes_accessed": round(cost["bytes accessed"] / 1e9, 3),
+    }
+
+
 def make_batch(vocab_size: int, batch: int, seq: int, seed: int = 0) -> dict[str, np.ndarray]:
     """The same draws as finetune_step.make_batch."""
     rng = np.random.default_rng(seed)
@@ -142,6 +153,7 @@ def main():
                 },
                 "params": int(n_params),
                 "compile_s": round(compile_s, 2),
+                **xla_cost(compiled),
                 "first_step_s": round(times[0], 3),
                 "step_s": round(step_s, 4),
                 "step_s_min": round(min(timed), 4),
