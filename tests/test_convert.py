@@ -392,11 +392,13 @@ HEADS = {
                    "task_type": "regression", "labels": [0]},
     "qa": {"type": "question_answering", "num_labels": 2, "classifier_dropout": 0.0,
            "doc_stride": 128},
+    "choice": {"type": "multiple_choice", "num_labels": 1, "num_choices": 4},
 }  # fmt: skip
 HF_CLASSES = {
     "sequence_classification": "AlbertForSequenceClassification",
     "token_classification": "AlbertForTokenClassification",
     "question_answering": "AlbertForQuestionAnswering",
+    "multiple_choice": "AlbertForMultipleChoice",
 }
 HF_HEAD = {"question_answering": "qa_outputs"}  # the head's Linear, where not `classifier`
 
@@ -506,8 +508,8 @@ def test_hf_head_config_mapping(tmp_path):
             json.dump(hf_cfg, f)
         assert load_source(str(src)).head == head
     with open(src / "config.json", "w") as f:
-        json.dump({**cfg, "architectures": ["AlbertForMultipleChoice"]}, f)
-    expect_failure(src, tmp_path / "out", "AlbertForMultipleChoice is not supported")
+        json.dump({**cfg, "architectures": ["AlbertForImageClassification"]}, f)
+    expect_failure(src, tmp_path / "out", "AlbertForImageClassification is not supported")
     # transformers' QA model: no dropout before qa_outputs, whatever classifier_dropout_prob says.
     rename = {"classifier.weight": "qa_outputs.weight", "classifier.bias": "qa_outputs.bias"}
     rewrite_safetensors(src, lambda t: t.update({new: t.pop(old) for old, new in rename.items()}))

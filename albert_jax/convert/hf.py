@@ -13,9 +13,10 @@ Heads (`albert_jax.heads`): no head is `AlbertForPreTraining`; a `sequence_class
 "regression"` for a regression head. The whole head dict also rides along in config.json under
 `albert_jax_head` (transformers keeps unknown keys), so ours -> HF -> ours gives it back exactly;
 the HF fields win where they disagree with it. A `question_answering` head is
-`AlbertForQuestionAnswering` (`qa_outputs.weight` [2, H], `qa_outputs.bias`). transformers' token
-classifier and QA model have no pooler: the export still writes ours (transformers reports it as
-unused) so the round trip keeps it, and an import without one gets a zero pooler (never used by
+`AlbertForQuestionAnswering` (`qa_outputs.weight` [2, H], `qa_outputs.bias`); a `multiple_choice`
+head `AlbertForMultipleChoice` (`classifier.weight` [1, H]: one score per option). transformers'
+token classifier and QA model have no pooler: the export still writes ours (transformers reports it
+as unused) so the round trip keeps it, and an import without one gets a zero pooler (never used by
 that model's logits) and a note saying so.
 """
 
@@ -74,12 +75,14 @@ ARCHITECTURES = {
     "sequence_classification": "AlbertForSequenceClassification",
     "token_classification": "AlbertForTokenClassification",
     "question_answering": "AlbertForQuestionAnswering",
+    "multiple_choice": "AlbertForMultipleChoice",
 }
 _ABSENT = {  # top-level paths that a model of each type does not have
     "pretraining": ("classifier",),
     "sequence_classification": ("mlm", "sop"),
     "token_classification": ("mlm", "sop"),
     "question_answering": ("mlm", "sop"),
+    "multiple_choice": ("mlm", "sop"),
 }
 # Heads whose dense layer transformers names otherwise than `classifier`.
 _HEAD_NAMES = {
@@ -197,6 +200,9 @@ def head_from_hf(d: dict[str, Any], where: str) -> dict[str, Any] | None:
     else:
         labels = [f"LABEL_{i}" for i in range(int(d.get("num_labels", 2)))]
     head["num_labels"] = len(labels)
+    if kind == "multiple_choice":  # one score per option whatever num_labels says
+        head["num_labels"] = 1
+        labels = ["LABEL_0"]
     old = carried.get("labels")
     if isinstance(old, list) and [str(x) for x in old] == labels:
         pass  # ours, possibly not strings (config.json turned them into names)
