@@ -141,8 +141,9 @@ def test_best_metric_name():
     assert best_metric_name("classification", "mcc") == "mcc"
     with pytest.raises(ValueError, match="not computed for regression"):
         best_metric_name("regression", "accuracy")
+    assert best_metric_name("qa") == "f1" and best_metric_name("multiple_choice") == "accuracy"
     with pytest.raises(ValueError, match="unknown task type"):
-        best_metric_name("qa")
+        best_metric_name("summarization")
     assert higher_is_better("f1") and not higher_is_better("mse")
 
 
