@@ -97,9 +97,13 @@ def test_windows_cover_the_context_once_and_targets_map_back(qa_files):
 
 
 def test_qa_trains_and_scores_every_question_over_its_windows(pretrained, qa_files, tmp_path):  # noqa: F811
-    config = qa_config(pretrained, qa_files)
+    config = qa_config(pretrained, qa_files, total_steps=0, num_epochs=1.0)
     F.run(config, str(tmp_path))
     results = json.load(open(tmp_path / "results.json"))
+    # An epoch is a pass over the windows (several per question), not over the questions.
+    windows = featurize_qa(read_squad(qa_files / "train.json")[0], load_tokenizer(TOKENIZER),
+                           24, 6, 6)[1]["windows"]  # fmt: skip
+    assert json.load(open(tmp_path / "config.json"))["total_steps"] == -(-windows // 8) > 2
     assert results["metric"] == "f1"
     dev = [json.loads(x) for x in open(tmp_path / "predictions" / "dev.jsonl")]
     assert [r["id"] for r in dev] == [f"q{i}" for i in range(N_DEV)]

@@ -472,7 +472,8 @@ def run(config, workdir: str) -> dict[str, Any]:
     _print_data(data)
     per_seed = {}
     for seed in seeds:
-        c = resolve_schedule(config, len(data.examples["train"]))
+        # Epochs count training rows (QA: windows, several per question), as the iterator does.
+        c = resolve_schedule(config, len(data.features["train"]["input_ids"]))
         with c.unlocked():
             c.seed = seed
         wd = workdir if len(seeds) == 1 else os.path.join(workdir, f"seed_{seed}")
