@@ -56,3 +56,16 @@ def random_params(model, seed=0, scale_ln=True):
             leaf = noise
         out.append(leaf)
     return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def quick_finetune(c, steps: int, **kw):
+    """A fine-tuning config made short for tests: batches of 8 (the 8 fake host devices), a few
+    steps, evaluation every 2, logging every step, no progress bar; `kw` overrides on top."""
+    c.batch_size = c.eval_batch_size = 8
+    c.total_steps = steps
+    c.eval_every = 2
+    c.log_every = 1
+    c.progress_bar = False
+    c.optim.learning_rate = 1e-3
+    c.update(kw)
+    return c

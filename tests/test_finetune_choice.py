@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import quick_finetune
 from test_finetune import TOKENIZER, WORDS, pretrained, tiny_config  # noqa: F401 (a fixture)
 
 from albert_jax import checkpoint
@@ -71,15 +72,7 @@ def choice_config(init, d, **kw):
     c.task.update(train=str(d / "train.jsonl"), dev=str(d / "dev"), test=str(d / "test.json"))
     c.task.num_choices = 4
     c.task.max_seq_length = 24
-    c.batch_size = 8  # the tests' 8 host devices
-    c.eval_batch_size = 8
-    c.total_steps = 2
-    c.eval_every = 2
-    c.log_every = 1
-    c.progress_bar = False
-    c.optim.learning_rate = 1e-3
-    c.update(kw)
-    return c
+    return quick_finetune(c, 2, **kw)
 
 
 # ---- reading ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import quick_finetune
 from test_finetune import TOKENIZER, pretrained  # noqa: F401 (a fixture)
 
 from albert_jax import checkpoint
@@ -60,15 +61,7 @@ def qa_config(init, d, **kw):
         c.task[split] = str(d / f"{split}.json")
     c.task.update(max_seq_length=24, doc_stride=6, max_query_length=6, max_answer_length=4,
                   n_best=5, char_level=False)  # fmt: skip
-    c.batch_size = 8
-    c.eval_batch_size = 8
-    c.total_steps = 4
-    c.eval_every = 2
-    c.log_every = 1
-    c.progress_bar = False
-    c.optim.learning_rate = 1e-3
-    c.update(kw)
-    return c
+    return quick_finetune(c, 4, **kw)
 
 
 def test_windows_cover_the_context_once_and_targets_map_back(qa_files):

@@ -282,32 +282,47 @@ BLANK = "＿＿"  # stands for the removed entity in a cloze question
 CLOZE_SIDE = 24  # characters kept on each side of the blank: questions stay short
 
 
-def _cloze_questions(sentences: list[list[tuple[str, str]]], where: str) -> Iterable[dict]:
-    """SQuAD v2 questions of one paragraph: sentence i with its first entity (2+ characters,
-    once in the sentence) blanked out (up to ``CLOZE_SIDE`` characters kept each side), answered
-    from the other sentences of the paragraph. When the entity does not occur there the question
-    is unanswerable; every third such sentence is kept (by the MD5 of the question), so about a
-    third of the questions have no answer."""
+def _md5_int(text: str) -> int:
+    return int(hashlib.md5(text.encode("utf-8")).hexdigest(), 16)
+
+
+def _entity_of(sentence: list[tuple[str, str]], text: str) -> tuple[int, str, str] | None:
+    """(index, word, type) of the first entity of 2+ characters occurring once in the sentence."""
+    for k, (word, kind) in enumerate(sentence):
+        if kind != "O" and len(word) >= 2 and text.count(word) == 1:
+            return k, word, kind
+    return None
+
+
+def _blanked(sentences: list[list[tuple[str, str]]]) -> Iterable[tuple]:
+    """What the cloze and choice questions of one paragraph are made of: per sentence i with an
+    entity (``_entity_of``), (i, entity, type, up to ``CLOZE_SIDE`` characters before and after
+    it, the rest of the paragraph)."""
     texts = ["".join(w for w, _ in s) for s in sentences]
     for i, sentence in enumerate(sentences):
-        context = "".join(texts[:i] + texts[i + 1 :])
-        for k, (word, kind) in enumerate(sentence):
-            if kind == "O" or len(word) < 2 or texts[i].count(word) != 1:
-                continue
-            before = "".join(w for w, _ in sentence[:k])[-CLOZE_SIDE:]
-            after = "".join(w for w, _ in sentence[k + 1 :])[:CLOZE_SIDE]
-            question = before + BLANK + after
-            start = context.find(word)
-            qa = {"id": f"{where}-{i}", "question": question}
-            if start >= 0:
-                yield {
-                    **qa,
-                    "answers": [{"text": word, "answer_start": start}],
-                    "is_impossible": False,
-                }
-            elif int(hashlib.md5(question.encode("utf-8")).hexdigest(), 16) % 3 == 0:
-                yield {**qa, "answers": [], "is_impossible": True}
-            break  # one question per sentence: its first entity
+        hit = _entity_of(sentence, texts[i])
+        if hit is None:
+            continue
+        k, word, kind = hit
+        before = "".join(w for w, _ in sentence[:k])[-CLOZE_SIDE:]
+        after = "".join(w for w, _ in sentence[k + 1 :])[:CLOZE_SIDE]
+        yield i, word, kind, before, after, "".join(texts[:i] + texts[i + 1 :])
+
+
+def _cloze_questions(sentences: list[list[tuple[str, str]]], where: str) -> Iterable[tuple]:
+    """(SQuAD v2 question, context) of one paragraph: sentence i with its first entity blanked
+    out (``_blanked``), answered from the other sentences of the paragraph. When the entity does
+    not occur there the question is unanswerable; every third such sentence is kept (by the MD5
+    of the question), so about a third of the questions have no answer."""
+    for i, word, _, before, after, context in _blanked(sentences):
+        question = before + BLANK + after
+        start = context.find(word)
+        qa = {"id": f"{where}-{i}", "question": question}
+        if start >= 0:
+            answers = [{"text": word, "answer_start": start}]
+            yield {**qa, "answers": answers, "is_impossible": False}, context
+        elif _md5_int(question) % 3 == 0:
+            yield {**qa, "answers": [], "is_impossible": True}, context
 
 
 def build_cloze(out_dir: str) -> dict:
@@ -325,12 +340,7 @@ def build_cloze(out_dir: str) -> dict:
             sentences = split_sentences(_ner_words(_tokens(line, f"{rel}:{number}")))
             if len(sentences) < 2:
                 continue
-            for qa in _cloze_questions(sentences, f"199801:{number}"):
-                context = "".join(
-                    "".join(w for w, _ in s)
-                    for j, s in enumerate(sentences)
-                    if f"199801:{number}-{j}" != qa["id"]
-                )
+            for qa, context in _cloze_questions(sentences, f"199801:{number}"):
                 by_split[split_of(line.strip())].append(
                     {"title": f"199801:{number}", "paragraphs": [{"context": context, "qas": [qa]}]}
                 )
@@ -351,18 +361,6 @@ def build_cloze(out_dir: str) -> dict:
 
 
 CHOICE_OPTIONS = 4
-
-
-def _md5_int(text: str) -> int:
-    return int(hashlib.md5(text.encode("utf-8")).hexdigest(), 16)
-
-
-def _entity_of(sentence: list[tuple[str, str]], text: str) -> tuple[int, str, str] | None:
-    """(index, word, type) of the first entity of 2+ characters occurring once in the sentence."""
-    for k, (word, kind) in enumerate(sentence):
-        if kind != "O" and len(word) >= 2 and text.count(word) == 1:
-            return k, word, kind
-    return None
 
 
 def build_choice(out_dir: str) -> dict:
@@ -387,18 +385,12 @@ def build_choice(out_dir: str) -> dict:
                 continue
             split = split_of(line.strip())
             sentences = split_sentences(_ner_words(_tokens(line, f"{rel}:{number}")))
-            texts = ["".join(w for w, _ in s) for s in sentences]
             for word, kind in (item for s in sentences for item in s):
                 if kind != "O" and len(word) >= 2:
                     pools[split][kind].add(word)
-            for i, sentence in enumerate(sentences if len(sentences) > 1 else ()):
-                hit = _entity_of(sentence, texts[i])
-                article = "".join(texts[:i] + texts[i + 1 :])
-                if hit is None or hit[1] not in article:
+            for i, word, kind, before, after, article in _blanked(sentences):
+                if len(sentences) < 2 or word not in article:
                     continue
-                k, word, kind = hit
-                before = "".join(w for w, _ in sentence[:k])[-CLOZE_SIDE:]
-                after = "".join(w for w, _ in sentence[k + 1 :])[:CLOZE_SIDE]
                 question = f"{before}_{after}"
                 found[split].append((f"199801:{number}-{i}", article, question, word, kind))
     split_stats = {}

@@ -293,8 +293,11 @@ class FinetuneTask:
         outputs = predict_all(run, self.data.features[name], self.eval_batch_size)
         rows, values = self.score(name, outputs)
         if split is not None and self.workdir and jax.process_index() == 0:
-            write_jsonl(os.path.join(self.workdir, "predictions", f"{name}.jsonl"), rows)
+            self.write_predictions(os.path.join(self.workdir, "predictions", name), rows)
         return values
+
+    def write_predictions(self, stem: str, rows) -> None:
+        write_jsonl(stem + ".jsonl", rows)
 
 
 class ClassificationTask(FinetuneTask):

@@ -161,13 +161,14 @@ def featurize_qa(
         if max_ctx < 1:
             raise DataError(f"{ex.where}: the question leaves no room for context at {T}")
         windows = _windows(len(pieces), max_ctx, doc_stride)
+        owner = [_max_context(windows, p) for p in range(len(pieces))]
         for w, (start, length) in enumerate(windows):
             ids = [cls_id, *q, sep_id, *pieces[start : start + length], sep_id]
             types = [0] * (len(q) + 2) + [1] * (length + 1)
             offsets = np.full((T, 2), -1, np.int32)
             base = len(q) + 2
             for p in range(start, start + length):
-                if _max_context(windows, p) == w:
+                if owner[p] == w:
                     offsets[base + p - start] = spans[piece_word[p]]
             s = e_ = 0
             if target and start <= target[0] and target[1] < start + length:
@@ -249,10 +250,11 @@ class QATask(FinetuneTask):
                 tuned = squad.squad_evaluate(golds, preds, na, char_level=char_level)
                 self.null_threshold = float(tuned["best_f1_thresh"])
             values["null_threshold"] = self.null_threshold
+        threshold = self.null_threshold if na is not None else None  # v1: never no-answer
         if examples:
-            threshold = self.null_threshold if na is not None else 1.0
-            values.update(squad.squad_evaluate(golds, preds, na, threshold, char_level=char_level))
-        threshold = self.null_threshold if na is not None else None
+            values.update(
+                squad.squad_evaluate(golds, preds, na, threshold or 0.0, char_level=char_level)
+            )
         rows = []
         for ex, d in zip(examples, decoded, strict=True):
             text = d["text"]
@@ -265,17 +267,10 @@ class QATask(FinetuneTask):
             )  # fmt: skip
         return rows, {k: float(v) for k, v in values.items() if isinstance(v, int | float)}
 
-    def evaluate(self, run, step, split=None):
-        values = super().evaluate(run, step, split)
-        if split is not None and self.workdir and jax.process_index() == 0:
-            # The official evaluation script's input: {question id: answer text}.
-            path = os.path.join(self.workdir, "predictions", f"{split}.jsonl")
-            with open(path, encoding="utf-8") as f:
-                official = {r["id"]: r["prediction"] for r in map(json.loads, f)}
-            _write_json(
-                os.path.join(self.workdir, "predictions", f"{split}_official.json"), official
-            )
-        return values
+    def write_predictions(self, stem: str, rows) -> None:
+        super().write_predictions(stem, rows)
+        # The official evaluation script's input: {question id: answer text}.
+        _write_json(stem + "_official.json", {r["id"]: r["prediction"] for r in rows})
 
 
 def _write_json(path: str, obj) -> None:
