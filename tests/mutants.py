@@ -101,17 +101,18 @@ MUTANTS = [
         MODEL,
         "ctx = jax.nn.dot_product_attention(q, k, v, bias=bias.astype(q.dtype))",
         "ctx = jax.nn.dot_product_attention(q, k, v, bias=bias.astype(q.dtype), scale=1.0)",
-        "attention logits not scaled by 1/sqrt(head_dim) (fused path)",
+        "attention logits not scaled by 1/sqrt(head_dim) (fused path, GPU/TPU)",
         (NUMPY_REF,),
+        equivalent="not reached on CPU, where the model always takes explicit_attention; that "
+        "the kernel and explicit_attention agree is test_explicit_attention_matches_fused_kernel",
     ),
     Mutant(
         "model-explicit-attention-no-scale",
         MODEL,
-        "logits = logits * (q.shape[-1] ** -0.5) + bias",
-        "logits = logits + bias",
-        "attention logits not scaled by 1/sqrt(head_dim) (explicit path, used with attention "
-        "dropout)",
-        ("tests/test_model.py::test_explicit_attention_matches_fused_kernel",),
+        "q = q * jnp.asarray(q.shape[-1] ** -0.5, q.dtype)",
+        "q = q",
+        "attention logits not scaled by 1/sqrt(head_dim) (the CPU path)",
+        (NUMPY_REF,),
     ),
     Mutant(
         "model-mask-value",

@@ -576,6 +576,11 @@ def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_s
 
     head = checkpoint.load_head(checkpoint_dir)
     kinds = ("sequence_classification", "token_classification", "multiple_choice")
+    if head and head.get("type") == "question_answering":
+        raise FinetuneError(
+            f"{checkpoint_dir} is a question-answering checkpoint: `finetune.predict` does not "
+            "take those yet; its dev/test predictions are in the run's WORKDIR/predictions"
+        )
     if not head or head.get("type") not in kinds:
         raise FinetuneError(
             f"{checkpoint_dir} has no fine-tuning head (head: {head}); predict needs a "
