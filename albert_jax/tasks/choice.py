@@ -252,3 +252,21 @@ class ChoiceTask(FinetuneTask):
             for ex, p, pr in zip(examples, preds, probs, strict=True)
         ]  # fmt: skip
         return rows, values
+
+
+# ---------------------------------------------------------------- the task-module protocol
+Task = ChoiceTask
+
+
+def read(path, t):
+    return read_race(path), {}
+
+
+def featurize(examples, data, t):
+    # Over every split: one head serves them all, so all must fit its option count.
+    data.num_choices = num_choices(data.examples, int(t.get("num_choices", 0) or 0))
+    return featurize_choice(examples, data.tokenizer, data.max_seq_length, data.num_choices)
+
+
+def head(data, t) -> dict:
+    return {"type": "multiple_choice", "num_labels": 1, "num_choices": data.num_choices}

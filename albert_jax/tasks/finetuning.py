@@ -27,15 +27,24 @@ from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
 from albert_jax.train.metrics import forward_flops_per_sequence
 
-TASK_TYPES = ("classification", "regression", "tagging", "qa", "multiple_choice")
+# Task types that live in a module of their own. Such a module provides `read(path, t)` ->
+# (examples, counts), `featurize(examples, data, t)` -> (features, stats), `head(data, t)` -> the
+# head dict's task fields (its "type" and "num_labels" at least) and `Task`, a FinetuneTask.
+TASK_MODULES = {
+    "qa": "albert_jax.tasks.qa",
+    "multiple_choice": "albert_jax.tasks.choice",
+}
+TASK_TYPES = ("classification", "regression", "tagging", *TASK_MODULES)
 UNSHARE = {"": None, "all": ("attention", "ffn"), "attention": ("attention",), "ffn": ("ffn",)}
 INPUTS = ("input_ids", "token_type_ids", "attention_mask")
-HEAD_TYPES = {
-    "tagging": "token_classification",
-    "qa": "question_answering",
-    "multiple_choice": "multiple_choice",
-}
-QA_FIELDS = ("doc_stride", "max_query_length", "max_answer_length", "n_best", "char_level")
+
+
+def task_module(task_type: str):
+    """The module of a task type in TASK_MODULES (None for the types defined here)."""
+    import importlib
+
+    name = TASK_MODULES.get(task_type)
+    return importlib.import_module(name) if name else None
 
 
 class FinetuneError(ValueError):
@@ -76,6 +85,7 @@ class FinetuneData:
         self.task_type = t.type
         if t.type not in TASK_TYPES:
             raise FinetuneError(f"task.type must be one of {TASK_TYPES}, got {t.type!r}")
+        self.module = task_module(t.type)
         self.source, self.notes = load_init(config.init, config.get("unshare", "") or "")
         self.fresh_params = regex_list(config.get("fresh_params", ()))
         overrides = {k: v for k, v in config.get("model", {}).items() if v is not None}
@@ -120,18 +130,11 @@ class FinetuneData:
         return tok
 
     def _read(self, path, t):
+        if self.module is not None:
+            examples, self._read_counts[path] = self.module.read(path, t)
+            return examples
         if self.task_type == "tagging":
             return D.read_conll(path)
-        if self.task_type == "qa":
-            from albert_jax.tasks.qa import read_squad
-
-            examples, counts = read_squad(path)
-            self._read_counts[path] = counts
-            return examples
-        if self.task_type == "multiple_choice":
-            from albert_jax.tasks.choice import read_race
-
-            return read_race(path)
         return D.read_examples(
             path,
             text_a=t.text_a,
@@ -141,7 +144,7 @@ class FinetuneData:
         )
 
     def _labels(self, t) -> list[str] | None:
-        if self.task_type in ("regression", "qa", "multiple_choice"):
+        if self.module is not None or self.task_type == "regression":
             return None
         source = self.examples.get("train") or [e for ex in self.examples.values() for e in ex]
         labels = list(t.get("labels", ()) or ()) or D.label_list(source)
@@ -156,19 +159,8 @@ class FinetuneData:
         return labels
 
     def _featurize(self, examples, t):
-        if self.task_type == "multiple_choice":
-            from albert_jax.tasks.choice import featurize_choice, num_choices
-
-            # Over every split: one head serves them all, so all must fit its option count.
-            self.num_choices = num_choices(self.examples, int(t.get("num_choices", 0) or 0))
-            return featurize_choice(examples, self.tokenizer, self.max_seq_length, self.num_choices)
-        if self.task_type == "qa":
-            from albert_jax.tasks.qa import featurize_qa
-
-            return featurize_qa(
-                examples, self.tokenizer, self.max_seq_length, int(t.doc_stride),
-                int(t.max_query_length),
-            )  # fmt: skip
+        if self.module is not None:
+            return self.module.featurize(examples, self, t)
         if self.task_type == "tagging":
             return D.featurize_tagging(
                 examples,
@@ -183,24 +175,22 @@ class FinetuneData:
 
     def head(self, config) -> dict[str, Any]:
         t = config.task
-        kind = HEAD_TYPES.get(self.task_type, "sequence_classification")
         head = {
-            "type": kind,
-            "num_labels": {"question_answering": 2, "multiple_choice": 1}.get(
-                kind, len(self.labels or [0])
-            ),
+            "type": "sequence_classification",
+            "num_labels": len(self.labels or [0]),
             "classifier_dropout": self.classifier_dropout,
             "task_type": self.task_type,
             "max_seq_length": self.max_seq_length,
         }
+        if self.module is not None:
+            return {**head, **self.module.head(self, t)}
         if self.labels is not None:
             head["labels"] = self.labels
         if self.task_type == "tagging":
-            head.update(scheme=t.scheme, space_between_words=bool(t.space_between_words))
-        elif self.task_type == "qa":
-            head.update({k: t[k] for k in QA_FIELDS})
-        elif self.task_type == "multiple_choice":
-            head["num_choices"] = self.num_choices
+            head.update(
+                type="token_classification", scheme=t.scheme,
+                space_between_words=bool(t.space_between_words),
+            )  # fmt: skip
         else:
             head.update(text_a=t.text_a, text_b=t.get("text_b", "") or None, label=t.label)
         return head
@@ -382,14 +372,8 @@ class TaggingTask(FinetuneTask):
 
 
 def make_task(config, data: FinetuneData, workdir=None) -> FinetuneTask:
-    if data.task_type == "qa":
-        from albert_jax.tasks.qa import QATask
-
-        return QATask(config, data, workdir)
-    if data.task_type == "multiple_choice":
-        from albert_jax.tasks.choice import ChoiceTask
-
-        return ChoiceTask(config, data, workdir)
+    if data.module is not None:
+        return data.module.Task(config, data, workdir)
     cls = TaggingTask if data.task_type == "tagging" else ClassificationTask
     return cls(config, data, workdir)
 

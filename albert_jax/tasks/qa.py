@@ -278,3 +278,22 @@ def _write_json(path: str, obj) -> None:
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(obj, f, ensure_ascii=False, indent=1)
     os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- the task-module protocol
+QA_FIELDS = ("doc_stride", "max_query_length", "max_answer_length", "n_best", "char_level")
+Task = QATask
+
+
+def read(path, t):
+    return read_squad(path)
+
+
+def featurize(examples, data, t):
+    return featurize_qa(
+        examples, data.tokenizer, data.max_seq_length, int(t.doc_stride), int(t.max_query_length)
+    )
+
+
+def head(data, t) -> dict:
+    return {"type": "question_answering", "num_labels": 2, **{k: t[k] for k in QA_FIELDS}}
