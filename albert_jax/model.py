@@ -142,18 +142,22 @@ class Embeddings(nn.Module):
         )
         self.LayerNorm = LayerNorm(c, axis_name="embed")
 
-    def __call__(self, input_ids, token_type_ids, rng, deterministic: bool):
+    def __call__(self, input_ids, token_type_ids, rng, deterministic: bool, position_ids=None):
         c = self.config
         seq_len = input_ids.shape[1]
-        if seq_len > c.max_position_embeddings:
-            raise ValueError(
-                f"input length {seq_len} exceeds "
-                f"max_position_embeddings {c.max_position_embeddings}"
-            )
+        if position_ids is None:
+            if seq_len > c.max_position_embeddings:
+                raise ValueError(
+                    f"input length {seq_len} exceeds "
+                    f"max_position_embeddings {c.max_position_embeddings}"
+                )
+            positions = self.position_embeddings[None, :seq_len]
+        else:  # explicit positions (cached decoding)
+            positions = jnp.take(self.position_embeddings, position_ids, axis=0)
         x = (
             jnp.take(self.word_embeddings, input_ids, axis=0)
             + jnp.take(self.token_type_embeddings, token_type_ids, axis=0)
-            + self.position_embeddings[None, :seq_len]
+            + positions
         )
         return dropout(self.LayerNorm(x), c.hidden_dropout, rng, deterministic)
 
@@ -181,7 +185,10 @@ class AttentionBlock(nn.Module):
         self.output = Dense(c, H, ("heads", "hidden"), g)
         self.LayerNorm = LayerNorm(c, groups=g)
 
-    def __call__(self, x, bias, group, rng, deterministic: bool):
+    def __call__(self, x, bias, group, rng, deterministic: bool, cache=None):
+        """With `cache` = (keys, values [B, S, N, D], index): this call's keys and values are
+        written at slots index.. of the cache and the queries attend over all S slots (`bias`
+        [B, 1, T, S] says which hold something visible); returns (output, (keys, values))."""
         c = self.config
         B, T, _ = x.shape
         split = lambda y: y.reshape(B, T, c.num_heads, c.head_dim)  # heads are contiguous D-slices
@@ -190,6 +197,11 @@ class AttentionBlock(nn.Module):
             split(self.key(x, group)),
             split(self.value(x, group)),
         )
+        if cache is not None:
+            ck, cv, index = cache
+            start = (0, index, 0, 0)
+            k = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), start)
+            v = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), start)
         rate = 0.0 if deterministic else c.attention_dropout
         if rate == 0.0 and jax.default_backend() != "cpu":
             ctx = jax.nn.dot_product_attention(q, k, v, bias=bias.astype(q.dtype))
@@ -197,7 +209,8 @@ class AttentionBlock(nn.Module):
             ctx = explicit_attention(q, k, v, bias, rate, _fold(rng, 0))
         a = self.output(ctx.reshape(B, T, c.hidden_size), group)
         a = dropout(a, c.hidden_dropout, _fold(rng, 1), deterministic)
-        return self.LayerNorm(a + x, group)
+        out = self.LayerNorm(a + x, group)
+        return out if cache is None else (out, (k, v))
 
 
 def explicit_attention(q, k, v, bias, rate: float, key):
@@ -244,19 +257,31 @@ class Encoder(nn.Module):
         self.attention = AttentionBlock(c, c.attention_groups)
         self.ffn = FFNBlock(c, c.ffn_groups)
 
-    def layer(self, x, i, bias, rng, deterministic: bool):
-        """Layer application i (a Python int or a traced scalar)."""
+    def layer(self, x, i, bias, rng, deterministic: bool, cache=None):
+        """Layer application i (a Python int or a traced scalar); with a cache (see
+        AttentionBlock) returns (output, this layer's keys and values)."""
         c = self.config
         rng = _fold(rng, i)  # dropout keys depend on the layer index only: scan == unrolled
         x = nn.with_logical_constraint(x, ("batch", "length", "act_hidden"))
-        x = self.attention(x, bias, (i * c.attention_groups) // c.num_layers, rng, deterministic)
-        return self.ffn(x, (i * c.ffn_groups) // c.num_layers, _fold(rng, 3), deterministic)
+        group = (i * c.attention_groups) // c.num_layers
+        x = self.attention(x, bias, group, rng, deterministic, cache)
+        x, kv = x if cache is not None else (x, None)
+        x = self.ffn(x, (i * c.ffn_groups) // c.num_layers, _fold(rng, 3), deterministic)
+        return x if cache is None else (x, kv)
 
-    def __call__(self, x, attention_mask, rng, deterministic: bool, output_hidden_states: bool):
+    def __call__(
+        self, x, attention_mask, rng, deterministic: bool, output_hidden_states: bool, cache=None
+    ):
+        """attention_mask [B, S] (keys to attend to) or [B, T, S] (per query). With `cache` =
+        (keys, values [L, B, S, N, D], index) returns (output, updated (keys, values))."""
         c = self.config
         if c.has_projection:
             x = self.projection(x)
-        bias = (1.0 - attention_mask[:, None, None, :].astype(jnp.float32)) * MASK_VALUE
+        if attention_mask.ndim == 2:
+            attention_mask = attention_mask[:, None, :]
+        bias = (1.0 - attention_mask[:, None].astype(jnp.float32)) * MASK_VALUE
+        if cache is not None:
+            return self._cached(x, bias, *cache)
 
         def body(module, carry, i, bias, rng):
             y = module.layer(carry, i, bias, rng, deterministic)
@@ -281,6 +306,25 @@ class Encoder(nn.Module):
                 states.append(s)
             states = tuple(states) if output_hidden_states else ()
         return y, ((x, *states) if output_hidden_states else None)
+
+    def _cached(self, x, bias, keys, values, index):
+        """Inference with a key/value cache: every layer reads and extends its slice."""
+        c = self.config
+
+        def body(module, carry, i, k, v, bias, index):
+            return module.layer(carry, i, bias, None, True, (k, v, index))
+
+        if c.scan_layers:
+            scan = nn.scan(
+                body, variable_broadcast="params", split_rngs={"params": False},
+                in_axes=(0, 0, 0, nn.broadcast, nn.broadcast), length=c.num_layers,
+            )  # fmt: skip
+            return scan(self, x, jnp.arange(c.num_layers), keys, values, bias, index)
+        kvs = []
+        for i in range(c.num_layers):
+            x, kv = body(self, x, i, keys[i], values[i], bias, index)
+            kvs.append(kv)
+        return x, tuple(jnp.stack(t) for t in zip(*kvs, strict=True))
 
 
 @flax.struct.dataclass
@@ -307,8 +351,11 @@ class AlbertModel(nn.Module):
         self.pooler = Dense(c, c.hidden_size, ("hidden", None))
 
     def backbone(
-        self, input_ids, token_type_ids, attention_mask, deterministic, output_hidden_states
-    ) -> AlbertOutput:
+        self, input_ids, token_type_ids, attention_mask, deterministic, output_hidden_states,
+        position_ids=None, cache=None,
+    ) -> AlbertOutput:  # fmt: skip
+        """`attention_mask` [B, T] or per query [B, T, S]; `cache`: see Encoder (then `states`
+        is the updated cache)."""
         c = self.config
         if token_type_ids is None:
             token_type_ids = jnp.zeros_like(input_ids)
@@ -316,10 +363,12 @@ class AlbertModel(nn.Module):
             attention_mask = jnp.ones_like(input_ids)
         use_dropout = not deterministic and (c.hidden_dropout > 0 or c.attention_dropout > 0)
         rng = self.make_rng("dropout") if use_dropout else None
-        x = self.embeddings(input_ids, token_type_ids, _fold(rng, 0), deterministic)
+        x = self.embeddings(input_ids, token_type_ids, _fold(rng, 0), deterministic, position_ids)
         seq, states = self.encoder(
-            x, attention_mask, _fold(rng, 1), deterministic, output_hidden_states
+            x, attention_mask, _fold(rng, 1), deterministic, output_hidden_states, cache
         )
+        if cache is not None:
+            return AlbertOutput(sequence_output=seq, pooled_output=None, hidden_states=states)
         pooled = jnp.tanh(self.pooler(seq[:, 0]).astype(jnp.float32)).astype(seq.dtype)
         return AlbertOutput(sequence_output=seq, pooled_output=pooled, hidden_states=states)
 

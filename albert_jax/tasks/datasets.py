@@ -439,6 +439,8 @@ BUILDERS = {
     "seg": build_seg,
     "cloze": build_cloze,
     "choice": build_choice,
+    "relations": lambda d: importlib.import_module("albert_jax.tasks.relation").build_relations(d),
+    "entities": lambda out: importlib.import_module("albert_jax.tasks.textgen").build_entities(out),
 }
 
 

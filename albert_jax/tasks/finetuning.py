@@ -33,6 +33,8 @@ from albert_jax.train.metrics import forward_flops_per_sequence
 TASK_MODULES = {
     "qa": "albert_jax.tasks.qa",
     "multiple_choice": "albert_jax.tasks.choice",
+    "relation": "albert_jax.tasks.relation",
+    "seq2seq": "albert_jax.tasks.seq2seq",
 }
 TASK_TYPES = ("classification", "regression", "tagging", *TASK_MODULES)
 UNSHARE = {"": None, "all": ("attention", "ffn"), "attention": ("attention",), "ffn": ("ffn",)}
@@ -381,9 +383,10 @@ def make_task(config, data: FinetuneData, workdir=None) -> FinetuneTask:
 # ---------------------------------------------------------------- evaluation helpers
 
 
-def predict_all(run, feats: dict[str, np.ndarray], batch_size: int) -> np.ndarray:
+def predict_all(run, feats: dict[str, np.ndarray], batch_size: int, keys=INPUTS) -> np.ndarray:
     """`run` over every example once, in order: the last batch is padded (with copies of the
-    first example) and the padding dropped. Each process feeds its rows of each global batch."""
+    first example) and the padding dropped. Each process feeds its rows of each global batch
+    (the features `keys`)."""
     n = len(feats["input_ids"])
     P, p = jax.process_count(), jax.process_index()
     if batch_size % P:
@@ -392,7 +395,7 @@ def predict_all(run, feats: dict[str, np.ndarray], batch_size: int) -> np.ndarra
     for lo in range(0, n, batch_size):
         idx = np.arange(lo, lo + batch_size)
         idx = np.where(idx < n, idx, 0).reshape(P, -1)[p]
-        outs.append(np.asarray(run({k: feats[k][idx] for k in INPUTS})))
+        outs.append(np.asarray(run({k: feats[k][idx] for k in keys})))
     return np.concatenate(outs)[:n] if outs else np.zeros((0,))
 
 

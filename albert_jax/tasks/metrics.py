@@ -19,6 +19,8 @@ TASK_METRICS = {
     "tagging": ("f1", "precision", "recall", "accuracy"),
     "qa": ("f1", "exact"),  # SQuAD's, in percent (albert_jax.tasks.squad)
     "multiple_choice": ("accuracy",),
+    "relation": ("f1", "precision", "recall", "subject_f1"),  # exact triples, micro
+    "seq2seq": ("f1", "exact_match", "bleu", "rouge_l", "entity_f1"),  # textgen, in percent
 }
 DEFAULT_METRIC = {
     "classification": "accuracy",
@@ -26,6 +28,8 @@ DEFAULT_METRIC = {
     "tagging": "f1",
     "qa": "f1",
     "multiple_choice": "accuracy",
+    "relation": "f1",
+    "seq2seq": "f1",
 }
 _LOWER_IS_BETTER = frozenset({"mse"})
 # BMES (Chinese segmentation / NER convention) is IOBES with M for "inside".

@@ -57,7 +57,8 @@ class Task(Protocol):
     def train_iterator(self, process_index: int, process_count: int): ...  # grain, checkpointable
     def flops_per_example(self) -> float: ...  # training FLOPs (forward + backward)
     def eval_step(self, params, batch) -> Any: ...  # jitted by the trainer
-    # `run(local_batch)` -> eval_step's outputs for the global batch, on the host.
+    # `run(local_batch)` -> eval_step's outputs for the global batch, on the host; `run.params`
+    # are the parameters evaluated.
     def evaluate(self, run: Callable, step: int, split: str | None = None) -> dict: ...
 
     # Optional:
@@ -286,7 +287,10 @@ def train(config, workdir: str, task) -> dict[str, float]:
         eval_fn = jax.jit(task.eval_step, in_shardings=(shardings.params, batch_shard))
 
         def evaluate(params, step, split=None):
-            run = lambda local: to_host(eval_fn(params, global_batch(local, mesh)))
+            def run(local):
+                return to_host(eval_fn(params, global_batch(local, mesh)))
+
+            run.params = params  # for tasks that drive the model themselves (generation)
             return task.evaluate(run, step, split)
 
         train_iter = task.train_iterator(jax.process_index(), jax.process_count())

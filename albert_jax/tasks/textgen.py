@@ -1,0 +1,388 @@
+"""Text generation data for UniLM-style seq2seq fine-tuning: reading, featurizing, decoding,
+metrics, and People's Daily entity extraction as generation (``python -m finetune.prepare
+entities``).
+
+A row is ``[CLS] source [SEP] target [SEP]``: segment 0 for ``[CLS] source [SEP]``, 1 for
+``target [SEP]``. ``labels[i] = input_ids[i + 1]`` from the last source position (the ``[SEP]``
+that closes the source predicts the first target piece) to the last target piece (which predicts
+the closing ``[SEP]``); every other position is ``IGNORE``. The model side (prefix-LM mask,
+decoding) lives in ``albert_jax.tasks.seq2seq``.
+
+Generated ids become text with ``decode_pieces``; compare that with ``reference_text(target)``,
+not the raw target: the tokenizer's normalisation (lower-casing, NFKD, which turns the full-width
+``：`` into ``:``) cannot be undone, so the reference goes through the same round trip. No JAX here.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from albert_jax.tasks import squad
+from albert_jax.tasks.data import IGNORE, DataError, _json_records, _special_ids
+
+# CJK ideographs, CJK symbols and punctuation (、。「」...), full-width forms (：，；...).
+_CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
+_SPACE_BY_CJK = re.compile(rf"\s+(?=[{_CJK}])|(?<=[{_CJK}])\s+")
+
+
+@dataclasses.dataclass(frozen=True)
+class Seq2SeqExample:
+    where: str  # "file:line"
+    source: str
+    target: str | None = None  # None: the file has no target (inputs to generate from)
+
+
+# ---- reading ----------------------------------------------------------------------------------
+def read_seq2seq(
+    path: str | os.PathLike, source_key: str = "source", target_key: str = "target"
+) -> tuple[list[Seq2SeqExample], dict]:
+    """Examples of a JSONL file (one ``{source_key: str, target_key: str}`` object a line; other
+    keys are ignored, blank lines skipped) and counts. Texts are stripped; an empty source is an
+    error, an empty target is allowed (the model learns to stop at once). A file whose records
+    have no ``target_key`` gives ``target=None``; mixing the two is an error."""
+    path = os.fspath(path)
+    name = os.path.basename(path)
+    examples: list[Seq2SeqExample] = []
+    with_target = None
+    for line, rec in _json_records(path, name):
+        where = f"{name}:{line}"
+        if source_key not in rec:
+            raise DataError(f"{where}: missing key {source_key!r}; the record has {sorted(rec)}")
+        source = _string(rec[source_key], source_key, where).strip()
+        if not source:
+            raise DataError(f"{where}: {source_key!r} is empty")
+        has_target = target_key in rec
+        if with_target is None:
+            with_target = has_target
+        elif has_target != with_target:
+            said = "no" if with_target else "a"
+            raise DataError(
+                f"{where}: {'a' if has_target else 'no'} {target_key!r}, but the first record "
+                f"has {said} {target_key!r} (all records must have one, or none)"
+            )
+        target = _string(rec[target_key], target_key, where).strip() if has_target else None
+        examples.append(Seq2SeqExample(where, source, target))
+    if not examples:
+        raise DataError(f"{name}: no records")
+    with_targets = sum(ex.target is not None for ex in examples)
+    return examples, {"examples": len(examples), "with_target": with_targets}
+
+
+def _string(value, key: str, where: str) -> str:
+    if not isinstance(value, str):
+        raise DataError(f"{where}: {key!r} must be a string, got {value!r}")
+    return value
+
+
+# ---- featurizing ------------------------------------------------------------------------------
+def featurize_seq2seq(
+    examples: Sequence[Seq2SeqExample],
+    tokenizer,
+    max_seq_length: int,
+    max_target_length: int,
+    *,
+    reserve_target: bool = False,
+) -> tuple[dict[str, np.ndarray], dict]:
+    """``[CLS] source [SEP] target [SEP]`` arrays of length ``max_seq_length`` (module docstring).
+
+    A target longer than ``max_target_length`` pieces is cut to that (``targets_truncated``; the
+    closing ``[SEP]`` is still appended), then the source is cut from its end to fit
+    (``truncated``). An example without target gives ``[CLS] source [SEP]`` with labels all
+    ``IGNORE``, its source cut so that ``max_target_length + 1`` pieces can still be generated.
+    ``reserve_target=True`` cuts every source that way, so a row generated from has the same room
+    whether or not it has a target (its gold length never limits generation).
+
+    Features: ``input_ids``, ``token_type_ids``, ``attention_mask``, ``labels`` [N, T] int32 and
+    ``source_length`` [N] int32 = len([CLS] source [SEP]), where generation starts.
+    """
+    if max_target_length < 1:
+        raise ValueError(f"max_target_length must be at least 1, got {max_target_length}")
+    if max_seq_length < max_target_length + 4:
+        raise ValueError(
+            f"max_seq_length ({max_seq_length}) must be at least max_target_length + 4 "
+            f"({max_target_length + 4}): [CLS], [SEP] x2 and one source piece"
+        )
+    cls_id, sep_id, pad_id, _ = _special_ids(tokenizer)
+    n, T = len(examples), max_seq_length
+    input_ids = np.full((n, T), pad_id, np.int32)
+    token_type_ids = np.zeros((n, T), np.int32)
+    attention_mask = np.zeros((n, T), np.int32)
+    labels = np.full((n, T), IGNORE, np.int32)
+    source_length = np.zeros((n,), np.int32)
+    truncated = targets_truncated = longest_source = longest_target = 0
+    for row, ex in enumerate(examples):
+        source = tokenizer.encode(ex.source)
+        target = tokenizer.encode(ex.target) if ex.target is not None else None
+        longest_source = max(longest_source, len(source))
+        if target is not None:
+            longest_target = max(longest_target, len(target))
+            if len(target) > max_target_length:
+                target = target[:max_target_length]
+                targets_truncated += 1
+        reserved = max_target_length if target is None or reserve_target else len(target)
+        budget = T - 3 - reserved
+        if len(source) > budget:
+            source = source[:budget]
+            truncated += 1
+        ids = [cls_id, *source, sep_id]
+        start = len(ids)
+        if target is not None:
+            ids += [*target, sep_id]
+            # The [SEP] closing the source predicts target[0], ..., target[-1] predicts [SEP].
+            labels[row, start - 1 : len(ids) - 1] = ids[start:]
+        input_ids[row, : len(ids)] = ids
+        token_type_ids[row, start : len(ids)] = 1
+        attention_mask[row, : len(ids)] = 1
+        source_length[row] = start
+    features = {
+        "input_ids": input_ids,
+        "token_type_ids": token_type_ids,
+        "attention_mask": attention_mask,
+        "labels": labels,
+        "source_length": source_length,
+    }
+    stats = {
+        "examples": n,
+        "truncated": truncated,
+        "targets_truncated": targets_truncated,
+        "longest_source_pieces": longest_source,
+        "longest_target_pieces": longest_target,
+    }
+    return features, stats
+
+
+# ---- decoding ---------------------------------------------------------------------------------
+def decode_pieces(tokenizer, ids: Iterable[int]) -> str:
+    """Text of generated ids: stops at the first ``[SEP]``, skips [CLS] / pad / [MASK], keeps unk
+    (as the tokenizer writes it). Whitespace next to a CJK character or CJK / full-width
+    punctuation is removed (a SentencePiece word-start piece or WordPiece's joining spaces would
+    otherwise split Chinese text), other whitespace collapsed to one space."""
+    _, sep_id, _, unk_id = _special_ids(tokenizer)
+    skip = {i for i in tokenizer.special_ids().values() if i >= 0} - {unk_id}
+    kept = []
+    for i in ids:
+        i = int(i)
+        if i == sep_id:
+            break
+        if i not in skip:
+            kept.append(i)
+    text = tokenizer.decode(kept) if kept else ""
+    return " ".join(_SPACE_BY_CJK.sub("", text).split())
+
+
+def reference_text(tokenizer, text: str) -> str:
+    """``text`` as ``decode_pieces`` would write it if the model generated it exactly: the form
+    to score predictions against (module docstring)."""
+    return decode_pieces(tokenizer, tokenizer.encode(text))
+
+
+# ---- metrics ----------------------------------------------------------------------------------
+class CharTokenizer:
+    """rouge-score tokenizer for Chinese: lower-cased, punctuation dropped, each CJK character a
+    token and other non-space runs (Latin words, numbers) whole, as CMRC's character F1."""
+
+    def tokenize(self, text: str) -> list[str]:
+        return squad._MIXED_TOKENS.findall(text.lower().translate(squad._PUNCT_TABLE))
+
+
+def generation_metrics(
+    predictions: Sequence[str], references: Sequence[str], char_level: bool = True
+) -> dict:
+    """Scores (0-100) of generated texts against one reference each.
+
+    * ``exact_match`` / ``f1``: SQuAD-normalised (lower case, no punctuation or articles) exact
+      match and token F1, per example then averaged; ``char_level`` splits CJK characters (CMRC).
+    * ``exact_match_strict``: the texts equal up to whitespace (punctuation counts, which matters
+      for structured targets such as the entity lists).
+    * ``bleu``: sacrebleu corpus BLEU, ``tokenize="zh"`` with ``char_level`` else ``"13a"``.
+    * ``rouge_l``: rouge-score's ROUGE-L F-measure averaged over examples, with ``CharTokenizer``
+      for ``char_level`` else rouge-score's own tokenizer; two texts without any token score 1.
+    """
+    import sacrebleu
+    from rouge_score import rouge_scorer, tokenizers
+
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
+    if not predictions:
+        raise ValueError("generation_metrics: no examples")
+    n = len(predictions)
+    pairs = list(zip(predictions, references, strict=True))
+    tokenizer = CharTokenizer() if char_level else tokenizers.DefaultTokenizer(use_stemmer=False)
+    scorer = rouge_scorer.RougeScorer(["rougeL"], tokenizer=tokenizer)
+    rouge = 0.0
+    for p, r in pairs:
+        empty = not tokenizer.tokenize(p) and not tokenizer.tokenize(r)
+        rouge += 1.0 if empty else scorer.score(r, p)["rougeL"].fmeasure  # (target, prediction)
+    bleu_tokenize = "zh" if char_level else "13a"
+    bleu = sacrebleu.corpus_bleu(list(predictions), [list(references)], tokenize=bleu_tokenize)
+    squash = (lambda s: "".join(s.split())) if char_level else (lambda s: " ".join(s.split()))
+    return {
+        "exact_match": 100.0 * sum(squad.exact_match(p, [r]) for p, r in pairs) / n,
+        "exact_match_strict": 100.0 * sum(squash(p) == squash(r) for p, r in pairs) / n,
+        "f1": 100.0 * sum(squad.f1_score(p, [r], char_level) for p, r in pairs) / n,
+        "bleu": float(bleu.score),
+        "rouge_l": 100.0 * rouge / n,
+        "examples": n,
+    }
+
+
+# ---- People's Daily entities as generation ----------------------------------------------------
+ENTITY_LABELS = {"PER": "人名", "LOC": "地名", "ORG": "机构"}  # in this order in every target
+NO_ENTITY = "无"
+LABEL_SEP, NAME_SEP, GROUP_SEP = "：", "、", "；"
+# After the tokenizer's NFKD the full-width separators come back half-width: parse both.
+_GROUPS = re.compile("[；;]")
+_LABEL = re.compile("[：:]")
+_NAMES = re.compile("[、，,]")
+MAX_SOURCE_CHARS = 100  # longer sentences (4% of the corpus) are skipped, not cut
+NONE_EVERY = 4  # a sentence without entities is kept when MD5(text) % NONE_EVERY == 0
+
+
+def entity_target(words: Sequence[tuple[str, str]]) -> str:
+    """``人名：张三、李四；地名：北京；机构：新华社`` from (word, PER/LOC/ORG/O) items: per type in
+    ``ENTITY_LABELS`` order, its entities in order of first appearance without repeats; types
+    without entities left out, ``无`` when there is none at all."""
+    found: dict[str, list[str]] = {kind: [] for kind in ENTITY_LABELS}
+    for word, kind in words:
+        if kind in found and word not in found[kind]:
+            found[kind].append(word)
+    groups = [
+        f"{ENTITY_LABELS[kind]}{LABEL_SEP}{NAME_SEP.join(names)}"
+        for kind, names in found.items()
+        if names
+    ]
+    return GROUP_SEP.join(groups) or NO_ENTITY
+
+
+def parse_entities(text: str) -> set[tuple[str, str]]:
+    """(label, name) pairs of an entity target or a generated one (full- or half-width
+    separators; spaces ignored). ``无``, empty groups and empty names give nothing; a group
+    without a label gives pairs with label ``""`` (they never match a reference)."""
+    pairs = set()
+    text = "".join(text.split())
+    if text == NO_ENTITY:
+        return pairs
+    for group in _GROUPS.split(text):
+        parts = _LABEL.split(group, maxsplit=1)
+        label, names = parts if len(parts) == 2 else ("", parts[0])
+        pairs.update((label, name) for name in _NAMES.split(names) if name)
+    return pairs
+
+
+def entity_scores(predictions: Sequence[str], references: Sequence[str]) -> dict:
+    """Micro precision / recall / F1 (0-100) of the (label, name) pairs of ``parse_entities``."""
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
+    tp = n_pred = n_gold = 0
+    for p, r in zip(predictions, references, strict=True):
+        pred, gold = parse_entities(p), parse_entities(r)
+        tp += len(pred & gold)
+        n_pred += len(pred)
+        n_gold += len(gold)
+    if n_pred == n_gold == 0:  # nothing to find and nothing found
+        precision = recall = 1.0
+    else:
+        precision = tp / n_pred if n_pred else 0.0
+        recall = tp / n_gold if n_gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {
+        "entity_precision": 100.0 * precision,
+        "entity_recall": 100.0 * recall,
+        "entity_f1": 100.0 * f1,
+    }
+
+
+def entity_records(
+    lines: Iterable[str],
+    name: str = "199801",
+    max_chars: int = MAX_SOURCE_CHARS,
+    none_every: int = NONE_EVERY,
+) -> tuple[list[dict], dict]:
+    """``{"id", "source", "target"}`` records, in order, of People's Daily tagged lines
+    (``word/tag`` tokens; ``name`` and the 1-based line number make the id and error location).
+
+    Each line is cut into sentences (``datasets.split_sentences``, consecutive ``nr`` joined into
+    one name as in ``ner``); a sentence becomes one record, its target ``entity_target``. Skipped,
+    and counted: sentences over ``max_chars`` characters (cut to fit, their target would name
+    entities the model never saw), repeats of an earlier sentence, and sentences without entities
+    except one in ``none_every`` (by MD5), so that ``无`` is a minority target."""
+    from albert_jax.tasks import datasets  # datasets' BUILDERS imports this module lazily
+
+    records: list[dict] = []
+    seen: set[str] = set()
+    counts = collections.Counter()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{name}:{number}"
+        if "[" in line and "]" in line.split("[", 1)[1]:
+            raise DataError(f"{where}: bracketed compound tokens are not supported")
+        counts["lines"] += 1
+        sentences = datasets.split_sentences(datasets._ner_words(datasets._tokens(line, where)))
+        for k, sentence in enumerate(sentences):
+            text = "".join(w for w, _ in sentence)
+            counts["sentences"] += 1
+            if len(text) > max_chars:
+                counts["too_long"] += 1
+                continue
+            if text in seen:
+                counts["repeated"] += 1
+                continue
+            seen.add(text)
+            target = entity_target(sentence)
+            bad = [w for w, kind in sentence if kind != "O" and re.search(r"[：:；;、，,\s]", w)]
+            if bad:
+                raise DataError(f"{where}: entity {bad[0]!r} contains a target separator")
+            if target == NO_ENTITY and datasets._md5_int(text) % none_every:
+                counts["no_entity_dropped"] += 1
+                continue
+            records.append({"id": f"{where}-{k}", "source": text, "target": target})
+    counts["records"] = len(records)
+    return records, dict(counts)
+
+
+def build_entities(out_dir: str) -> dict:
+    """Writes ``{train,dev,test}.jsonl`` (``entity_records`` of ``tag/199801.txt``) and
+    ``stats.json``. A record goes to the split of its sentence (``datasets.split_of``), the same
+    split as that sentence in the ``ner`` and ``seg`` datasets."""
+    from albert_jax.tasks import datasets
+
+    os.makedirs(out_dir, exist_ok=True)
+    rel = "tag/199801.txt"
+    path, source = datasets._source(rel)
+    with open(path, encoding="utf-8") as f:
+        records, counts = entity_records(f, "199801")
+    by_split: dict[str, list[dict]] = {s: [] for s in datasets.SPLITS}
+    for rec in records:
+        by_split[datasets.split_of(rec["source"])].append(rec)
+    split_stats = {}
+    for split, rows in by_split.items():
+        with open(os.path.join(out_dir, f"{split}.jsonl"), "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        kinds = collections.Counter(label for r in rows for label, _ in parse_entities(r["target"]))
+        targets = sorted(len(r["target"]) for r in rows)
+        split_stats[split] = {
+            "examples": len(rows),
+            "no_entity": sum(r["target"] == NO_ENTITY for r in rows),
+            "entities": {lab: kinds[lab] for lab in ENTITY_LABELS.values()},
+            "source_chars_max": max((len(r["source"]) for r in rows), default=0),
+            "target_chars_p99": targets[int(0.99 * (len(targets) - 1))] if targets else 0,
+            "target_chars_max": targets[-1] if targets else 0,
+        }
+    stats = {
+        "dataset": "entities",
+        "sources": [source],
+        "max_source_chars": MAX_SOURCE_CHARS,
+        "none_every": NONE_EVERY,
+        **counts,
+        "splits": split_stats,
+    }
+    datasets._write_json(os.path.join(out_dir, "stats.json"), stats)
+    return stats

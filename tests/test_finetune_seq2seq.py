@@ -1,0 +1,201 @@
+"""UniLM seq2seq: the prefix-LM mask (by output invariance), cached decoding equal to the full
+forward pass and to decoding without the cache, beam search against exhaustive search, greedy =
+beam 1, and fine-tuning end to end (shared and unshared) with generation over whole splits."""
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import quick_finetune, random_params, tiny_config
+from test_finetune import WORDS, pretrained  # noqa: F401 (a fixture)
+
+from albert_jax import checkpoint
+from albert_jax.decoding import Decoder, beam_search
+from albert_jax.heads import AlbertForSeq2Seq, prefix_lm_mask
+from albert_jax.tasks import finetuning as F
+from configs.finetune.common import get_common
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+N_DEV = 7
+
+
+def test_prefix_lm_mask_rule():
+    types = jnp.array([[0, 0, 0, 1, 1, 0]])  # two source, [SEP], two target pieces, padding
+    mask = jnp.array([[1, 1, 1, 1, 1, 0]])
+    m = np.asarray(prefix_lm_mask(types, mask)[0]).astype(int)
+    expected = np.array(
+        [[1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 0, 0],
+         [1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 0]]
+    )  # fmt: skip
+    np.testing.assert_array_equal(m, expected)
+
+
+@pytest.mark.parametrize("layout", ["all", "none"])
+def test_source_cannot_see_target_and_target_cannot_see_its_future(layout):
+    c = tiny_config(layout)
+    model = AlbertForSeq2Seq(c)
+    params = random_params(model)
+    ids = jnp.asarray(np.random.default_rng(0).integers(5, 97, (1, 10)), jnp.int32)
+    types = jnp.asarray([[0] * 5 + [1] * 5])
+
+    def seq(x):
+        return model.apply({"params": params}, x, types).sequence_output[0]
+
+    base = seq(ids)
+    changed = seq(ids.at[0, 7].set(3))  # a target token
+    np.testing.assert_array_equal(base[:7], changed[:7])  # source and earlier target: unmoved
+    assert np.abs(base[7:] - changed[7:]).max() > 1e-3
+    moved = seq(ids.at[0, 2].set(3))  # a source token reaches every position
+    assert np.abs(base - moved).max(axis=-1).min() > 1e-4
+
+
+@pytest.mark.parametrize("layout,scan", [("all", True), ("none", False), ("groups:2", True)])
+def test_cached_steps_equal_the_full_forward_pass(layout, scan):
+    """Teacher-forced: prefill + one cached step per target token gives the log-probabilities
+    of one full pass over `[CLS] source [SEP] target` (sources of different lengths padded)."""
+    c = tiny_config(layout, max_position_embeddings=32, scan_layers=scan)
+    model = AlbertForSeq2Seq(c)
+    params = random_params(model)
+    rng = np.random.default_rng(1)
+    S, M = 7, 5
+    src = rng.integers(5, 97, (2, S)).astype(np.int32)
+    mask = np.ones((2, S), np.int32)
+    mask[0, 4:], src[0, 4:] = 0, 0
+    tgt = rng.integers(5, 97, (2, 4)).astype(np.int32)
+    for use_cache in (True, False):
+        dec = Decoder(model, M, use_cache=use_cache)
+        lp, state = dec.start(params, src, mask)
+        steps = [lp]
+        for t in range(4):
+            lp, state = dec.step(params, tgt[:, t], state, t)
+            steps.append(lp)
+        steps = np.stack(steps, 1)  # [B, 5, V]
+        for b in range(2):
+            n = int(mask[b].sum())
+            ids = jnp.asarray(np.concatenate([src[b, :n], tgt[b]])[None])
+            types = jnp.asarray([[0] * n + [1] * 4])
+            full = jax.nn.log_softmax(model.apply({"params": params}, ids, types).logits)[0]
+            np.testing.assert_allclose(steps[b], full[n - 1 :], atol=2e-5)
+
+
+class TableDecoder:
+    """A fake model: log-probabilities depend on the previous token and the step only."""
+
+    def __init__(self, V, M, seed=0):
+        logits = np.random.default_rng(seed).normal(size=(M + 1, V + 1, V)) * 2
+        self.table = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+
+    def start(self, params, ids, mask):
+        B = len(ids)
+        return self.table[0, np.full(B, -1)], {"prev": np.full(B, -1)}
+
+    def step(self, params, tokens, state, t):
+        return self.table[t + 1, tokens], {"prev": np.asarray(tokens)}
+
+    @staticmethod
+    def reorder(state, rows):
+        return {"prev": state["prev"][np.asarray(rows)]}
+
+
+def exhaustive(dec, V, M, end, alpha):
+    best = (-np.inf, None)
+    for n in range(1, M + 1):
+        for seq in itertools.product(range(V), repeat=n):
+            if end in seq[:-1] or (n < M and seq[-1] != end):
+                continue  # ends with `end`, or runs to the limit without it
+            prev, s = -1, 0.0
+            for t, tok in enumerate(seq):
+                s += dec.table[t, prev, tok]
+                prev = tok
+            s /= n**alpha
+            if s > best[0]:
+                best = (s, [x for x in seq if x != end])
+    return best
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_wide_beam_equals_exhaustive_search_and_beam_one_is_greedy(alpha):
+    V, M, end = 4, 4, 0
+    for seed in range(5):
+        dec = TableDecoder(V, M, seed)
+        ids, mask = np.zeros((1, 2)), np.ones((1, 2))
+        wide = beam_search(dec, None, ids, mask, beam_size=V**M, max_new_tokens=M, end_id=end,
+                           length_penalty=alpha)[0][0]  # fmt: skip
+        score, tokens = exhaustive(dec, V, M, end, alpha)
+        assert wide.tokens == tokens and wide.score == pytest.approx(score)
+        one = beam_search(dec, None, ids, mask, beam_size=1, max_new_tokens=M, end_id=end)[0][0]
+        prev, greedy = -1, []
+        for t in range(M):
+            tok = int(np.argmax(dec.table[t, prev]))
+            if tok == end:
+                break
+            greedy.append(tok)
+            prev = tok
+        assert one.tokens == greedy
+
+
+def seq2seq_files(d, rng):
+    """Source: 3-5 words; target: the source's first two words in reverse order."""
+    for split, n in (("train", 16), ("dev", N_DEV), ("test", 5)):
+        with open(d / f"{split}.jsonl", "w") as f:
+            for _ in range(n):
+                words = list(rng.choice(WORDS, int(rng.integers(3, 6))))
+                f.write(json.dumps({"source": " ".join(words), "target": " ".join(words[1::-1])}))
+                f.write("\n")
+
+
+@pytest.fixture(scope="module")
+def s2s_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("s2s")
+    seq2seq_files(d, np.random.default_rng(0))
+    return d
+
+
+def s2s_config(init, d, **kw):
+    c = get_common("seq2seq")
+    c.init = init
+    for split in ("train", "dev", "test"):
+        c.task[split] = str(d / f"{split}.jsonl")
+    c.task.update(max_seq_length=20, max_target_length=4, beam_size=2, length_penalty=0.0,
+                  char_level=False)  # fmt: skip
+    return quick_finetune(c, 4, **kw)
+
+
+def test_seq2seq_trains_generates_every_example_and_writes_predictions(pretrained, s2s_files, tmp_path):  # noqa: F811,E501
+    F.run(s2s_config(pretrained, s2s_files), str(tmp_path))
+    results = json.load(open(tmp_path / "results.json"))
+    assert results["metric"] == "f1"
+    for key in ("exact_match", "f1", "bleu", "rouge_l", "loss", "token_accuracy"):
+        assert np.isfinite(results["dev"][key]), key
+    dev = [json.loads(x) for x in open(tmp_path / "predictions" / "dev.jsonl")]
+    gold = [json.loads(x) for x in open(s2s_files / "dev.jsonl")]
+    assert [r["source"] for r in dev] == [g["source"] for g in gold]  # all 7, in order
+    assert all(len(r["prediction"].split()) <= 5 for r in dev)  # max_target_length pieces
+    config, params = checkpoint.load(tmp_path / "best")
+    head = checkpoint.load_head(tmp_path / "best")
+    assert head["type"] == "seq2seq" and "mlm" in params and "classifier" not in params
+    assert config.layout == "all"
+
+
+@pytest.mark.slow
+def test_cli_unshared_seq2seq(pretrained, s2s_files, tmp_path):  # noqa: F811
+    cmd = [
+        sys.executable, "-m", "finetune", "--config", "configs/finetune/entities.py",
+        "--workdir", str(tmp_path), f"--config.init={pretrained}", "--config.unshare=all",
+        *(f"--config.task.{s}={s2s_files / (s + '.jsonl')}" for s in ("train", "dev", "test")),
+        "--config.task.max_seq_length=20", "--config.task.max_target_length=4",
+        "--config.task.entity_scores=False", "--config.task.char_level=False",
+        "--config.total_steps=2", "--config.batch_size=8", "--config.progress_bar=False",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "layout all -> none" in done.stdout
+    config, params = checkpoint.load(tmp_path / "best")
+    assert config.layout == "none" and params["mlm"]["output_bias"].shape == (config.vocab_size,)
+    assert len(open(tmp_path / "predictions" / "test.jsonl").readlines()) == 5
