@@ -99,9 +99,17 @@ class Decoder:
 
     @staticmethod
     def reorder(state, rows):
-        """The state of rows `rows` (beam bookkeeping): the cache's batch axis is 1."""
-        rows = jnp.asarray(rows)
-        return {k: jnp.take(v, rows, axis=1 if k in ("k", "v") else 0) for k, v in state.items()}
+        """The state of rows `rows` (beam bookkeeping); nothing moves when they are in order."""
+        rows = np.asarray(rows)
+        if rows.shape[0] == state["mask"].shape[0] and np.array_equal(rows, np.arange(len(rows))):
+            return state
+        return _take_rows(state, jnp.asarray(rows))
+
+
+@jax.jit
+def _take_rows(state, rows):
+    # The cache's batch axis is 1 ([L, B, S, N, D]); every other array's is 0.
+    return {k: jnp.take(v, rows, axis=1 if k in ("k", "v") else 0) for k, v in state.items()}
 
 
 @dataclasses.dataclass
@@ -134,7 +142,8 @@ def beam_search(
     norm = lambda s, n: s / (n**length_penalty)
     for t in range(M):
         cand = (scores[:, :, None] + lp.reshape(B, K, V)).reshape(B, K * V)
-        top = np.argsort(-cand, axis=1, kind="stable")[:, : 2 * K]
+        top = np.argpartition(-cand, min(2 * K, K * V) - 1, axis=1)[:, : 2 * K]
+        top = np.take_along_axis(top, np.argsort(-np.take_along_axis(cand, top, 1), 1), 1)
         new_scores = np.full((B, K), -np.inf)
         parents, tokens = np.zeros((B, K), np.int64), np.zeros((B, K), np.int64)
         new_seqs: list[list[list[int]]] = [[[] for _ in range(K)] for _ in range(B)]
