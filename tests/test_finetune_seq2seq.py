@@ -181,6 +181,15 @@ def test_seq2seq_trains_generates_every_example_and_writes_predictions(pretraine
     head = checkpoint.load_head(tmp_path / "best")
     assert head["type"] == "seq2seq" and "mlm" in params and "classifier" not in params
     assert config.layout == "all"
+    # finetune.predict on sources alone (generated), then on the dev file (scored as in training)
+    src = tmp_path / "sources.jsonl"
+    src.write_text("".join(json.dumps({"source": g["source"]}) + "\n" for g in gold))
+    assert F.predict_file(str(tmp_path / "best"), str(src), str(tmp_path / "out.jsonl")) == {}
+    out = [json.loads(x) for x in open(tmp_path / "out.jsonl")]
+    assert [r["prediction"] for r in out] == [r["prediction"] for r in dev]
+    values = F.predict_file(str(tmp_path / "best"), str(s2s_files / "dev.jsonl"),
+                            str(tmp_path / "out2.jsonl"))  # fmt: skip
+    assert values["f1"] == pytest.approx(results["dev"]["f1"])
 
 
 @pytest.mark.slow

@@ -562,7 +562,7 @@ def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_s
     from albert_jax import checkpoint
 
     head = checkpoint.load_head(checkpoint_dir)
-    kinds = ("sequence_classification", "token_classification", "multiple_choice")
+    kinds = ("sequence_classification", "token_classification", "multiple_choice", "seq2seq")
     if head and head.get("type") == "question_answering":
         raise FinetuneError(
             f"{checkpoint_dir} is a question-answering checkpoint: `finetune.predict` does not "
@@ -585,6 +585,9 @@ def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_s
         num_choices=head.get("num_choices", 0),  # the head's: shorter option lists are padded
         input=input_path,
     )
+    if head["task_type"] in TASK_MODULES:  # the task's own settings ride in the head
+        skip = {"type", "num_labels", "classifier_dropout", "task_type", "labels"}
+        task_config.update({k: v for k, v in head.items() if k not in skip | task_config.keys()})
     config = ml_collections.ConfigDict(
         {
             "init": checkpoint_dir,
@@ -598,9 +601,14 @@ def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_s
     task = make_task(config, data)
     params = data.source.params
     eval_fn = jax.jit(task.eval_step)
-    outputs = predict_all(
-        lambda b: jax.device_get(eval_fn(params, b)), data.features["input"], batch_size
-    )
-    rows, values = task.score("input", outputs)
+
+    def run(batch):
+        return jax.device_get(eval_fn(params, batch))
+
+    run.params = params
+    if hasattr(task, "predict_split"):  # tasks that drive the model themselves (generation)
+        rows, values = task.predict_split(run, "input")
+    else:
+        rows, values = task.score("input", predict_all(run, data.features["input"], batch_size))
     write_jsonl(os.path.abspath(output_path), rows)
     return values

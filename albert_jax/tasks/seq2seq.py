@@ -83,6 +83,13 @@ class Seq2SeqTask(FinetuneTask):
         name = split or "dev"
         if name not in self.data.features:
             return {}
+        rows, values = self.predict_split(run, name)
+        if split is not None and self.workdir and jax.process_index() == 0:
+            self.write_predictions(os.path.join(self.workdir, "predictions", name), rows)
+        return values
+
+    def predict_split(self, run, name):
+        """(rows, metrics) of split `name`: generated texts, scored when it has targets."""
         feats, examples = self.data.features[name], self.data.examples[name]
         tok = self.data.tokenizer
         texts = [textgen.decode_pieces(tok, g) for g in self.generate(run.params, feats)]
@@ -102,9 +109,7 @@ class Seq2SeqTask(FinetuneTask):
                 run, feats, self.eval_batch_size, (*INPUTS, *self.targets)
             ).sum(0)
             values.update(loss=float(nll / max(count, 1)), token_accuracy=float(correct / count))
-        if split is not None and self.workdir and jax.process_index() == 0:
-            self.write_predictions(os.path.join(self.workdir, "predictions", name), rows)
-        return values
+        return rows, values
 
 
 def _token_nll(logits, labels):
