@@ -380,6 +380,12 @@ def hf_tensors(
 ) -> tuple[dict, dict, list[str]]:
     """(HF config dict, HF state dict, notes) for our (config, params) of the model `head`
     describes (None: AlbertForPreTraining)."""
+    if head_type(head) not in ARCHITECTURES:  # e.g. relation_extraction: no transformers class
+        raise ConversionError(
+            f"a {head_type(head)!r} head cannot be written for transformers, which has no ALBERT "
+            f"model for it (it has {', '.join(ARCHITECTURES.values())}); keep our format "
+            "(--to albert_jax)"
+        )
     if config.attention_groups != config.ffn_groups:
         raise ConversionError(
             f"layout {config.layout!r} cannot be written for transformers: it has one group "

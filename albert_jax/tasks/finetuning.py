@@ -487,6 +487,8 @@ def _print_data(data: FinetuneData) -> None:
         cut = s.get("truncated", 0)
         extra = f", {s['words_dropped']} words dropped" if s.get("words_dropped") else ""
         extra += f" ({s['windows']} windows)" if "windows" in s else ""
+        if s.get("targets_truncated"):
+            extra += f", {s['targets_truncated']} targets cut to task.max_target_length"
         extra += (
             f", {s['answers_not_found']} answers not at their offsets"
             if s.get("answers_not_found")
@@ -562,7 +564,10 @@ def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_s
     from albert_jax import checkpoint
 
     head = checkpoint.load_head(checkpoint_dir)
-    kinds = ("sequence_classification", "token_classification", "multiple_choice", "seq2seq")
+    kinds = (
+        "sequence_classification", "token_classification", "multiple_choice", "seq2seq",
+        "relation_extraction",
+    )  # fmt: skip
     if head and head.get("type") == "question_answering":
         raise FinetuneError(
             f"{checkpoint_dir} is a question-answering checkpoint: `finetune.predict` does not "
