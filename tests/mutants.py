@@ -125,8 +125,8 @@ MUTANTS = [
     Mutant(
         "model-mask-on-queries",
         MODEL,
-        "(1.0 - attention_mask[:, None, None, :].astype(jnp.float32))",
-        "(1.0 - attention_mask[:, None, :, None].astype(jnp.float32))",
+        "attention_mask = attention_mask[:, None, :]",
+        "attention_mask = attention_mask[:, :, None]",
         "padding bias broadcast over the query axis instead of the key axis",
         (NUMPY_REF,),
     ),
@@ -165,10 +165,37 @@ MUTANTS = [
     Mutant(
         "model-groups-interleaved",
         MODEL,
-        "x = self.attention(x, bias, (i * c.attention_groups) // c.num_layers, rng, deterministic)",
-        "x = self.attention(x, bias, i % c.attention_groups, rng, deterministic)",
+        "group = (i * c.attention_groups) // c.num_layers",
+        "group = i % c.attention_groups",
         "layer i uses attention group i % G (interleaved) instead of (i * G) // L (contiguous)",
         (NUMPY_REF_GROUPS,),
+    ),
+    # ------------------------------------------------------------------ seq2seq decoding
+    Mutant(
+        "heads-prefix-lm-strict",
+        "albert_jax/heads.py",
+        "c[:, None, :] <= c[:, :, None]",
+        "c[:, None, :] < c[:, :, None]",
+        "a target token cannot see itself (prefix-LM mask off by one)",
+        ("tests/test_finetune_seq2seq.py::test_prefix_lm_mask_rule",),
+    ),
+    Mutant(
+        "model-cache-slot-shifted",
+        MODEL,
+        "start = (0, index, 0, 0)",
+        "start = (0, index + 1, 0, 0)",
+        "keys and values written one cache slot late",
+        ("tests/test_finetune_seq2seq.py::test_cached_steps_equal_the_full_forward_pass",),
+    ),
+    Mutant(
+        "decoding-beam-stops-early",
+        "albert_jax/decoding.py",
+        "if finished[b] and max(h.score for h in finished[b]) >= bound:",
+        "if finished[b]:",
+        "beam search stops at the first finished hypothesis",
+        (
+            "tests/test_finetune_seq2seq.py::test_wide_beam_equals_exhaustive_search_and_beam_one_is_greedy",
+        ),
     ),
     # ------------------------------------------------------------------ losses
     Mutant(
