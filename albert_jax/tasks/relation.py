@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from albert_jax.tasks.data import DataError, _special_ids, word_pieces
+from albert_jax.tasks.data import DataError, _json_records, _special_ids, word_pieces
 from albert_jax.tasks.finetuning import INPUTS, FinetuneError, FinetuneTask
 from albert_jax.tasks.qa import context_words
 
@@ -74,45 +74,36 @@ class RelationExample:
 def read_duie(path: str | os.PathLike) -> tuple[list[RelationExample], dict]:
     """Examples of a DuIE-style JSONL file and counts: ``triples`` kept, ``not_found`` triples
     skipped because an entity is not in the text, ``duplicates`` repeated triples dropped."""
-    name = os.fspath(path)
+    path = os.fspath(path)
     examples, counts = [], collections.Counter(triples=0, not_found=0, duplicates=0)
-    with open(name, encoding="utf-8") as f:
-        for line, raw in enumerate(f, 1):
-            if not raw.strip():
+    for line, rec in _json_records(path, os.path.basename(path)):
+        where = f"{os.path.basename(path)}:{line}"
+        text = _string(rec, "text", where)
+        spo = rec.get("spo_list")
+        if not isinstance(spo, list):
+            raise DataError(f"{where}: missing key 'spo_list' (a list of triples)")
+        triples, seen = [], set()
+        for k, item in enumerate(spo):
+            at = f"{where}: spo_list[{k}]"
+            if not isinstance(item, dict):
+                raise DataError(f"{at}: expected an object")
+            s, p = _string(item, "subject", at), _string(item, "predicate", at)
+            o = item.get("object")
+            if isinstance(o, dict):  # DuIE 2.0: the object's main value (other slots ignored)
+                o = _string(o, "@value", f"{at}.object")
+            else:
+                o = _string(item, "object", at)
+            if (s, p, o) in seen:
+                counts["duplicates"] += 1
                 continue
-            where = f"{name}:{line}"
-            try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{where}: malformed JSON ({e.msg})") from None
-            if not isinstance(rec, dict):
-                raise DataError(f"{where}: expected a JSON object, got {type(rec).__name__}")
-            text = _string(rec, "text", where)
-            spo = rec.get("spo_list")
-            if not isinstance(spo, list):
-                raise DataError(f"{where}: missing key 'spo_list' (a list of triples)")
-            triples, seen = [], set()
-            for k, item in enumerate(spo):
-                at = f"{where}: spo_list[{k}]"
-                if not isinstance(item, dict):
-                    raise DataError(f"{at}: expected an object")
-                s, p = _string(item, "subject", at), _string(item, "predicate", at)
-                o = item.get("object")
-                if isinstance(o, dict):  # DuIE 2.0: the object's main value (other slots ignored)
-                    o = _string(o, "@value", f"{at}.object")
-                else:
-                    o = _string(item, "object", at)
-                if (s, p, o) in seen:
-                    counts["duplicates"] += 1
-                    continue
-                seen.add((s, p, o))
-                a, b = (text.find(x) if x else -1 for x in (s, o))
-                if a < 0 or b < 0:
-                    counts["not_found"] += 1
-                    continue
-                triples.append(Triple(s, p, o, a, b))
-            counts["triples"] += len(triples)
-            examples.append(RelationExample(where, text, tuple(triples)))
+            seen.add((s, p, o))
+            a, b = (text.find(x) if x else -1 for x in (s, o))
+            if a < 0 or b < 0:
+                counts["not_found"] += 1
+                continue
+            triples.append(Triple(s, p, o, a, b))
+        counts["triples"] += len(triples)
+        examples.append(RelationExample(where, text, tuple(triples)))
     return examples, dict(counts)
 
 
