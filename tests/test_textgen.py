@@ -399,3 +399,22 @@ def test_build_entities_on_the_corpus(tmp_path, capsys):
     assert datasets.prepare("entities", again) == stats
     for file in sorted(os.listdir(out)):  # a pure function of the corpus: identical bytes
         assert (out / file).read_bytes() == (again / file).read_bytes(), file
+
+
+def test_entities_dictionary_baseline(tmp_path):
+    """Train targets give the dictionary; dev/test sources are matched and written as targets."""
+    from albert_jax.tasks.datasets import baseline_entities
+
+    rows = {
+        "train": [("江泽民在北京会见客人", "人名：江泽民；地名：北京"), ("新华社电", "机构：新华社")],
+        "dev": [("北京新华社报道", "地名：北京；机构：新华社"), ("今天下雨", "无")],
+        "test": [("江泽民到上海", "人名：江泽民；地名：上海")],
+    }
+    for split, pairs in rows.items():
+        with open(tmp_path / f"{split}.jsonl", "w", encoding="utf-8") as f:
+            for src, tgt in pairs:
+                f.write(json.dumps({"source": src, "target": tgt}, ensure_ascii=False) + "\n")
+    out = baseline_entities(tmp_path)
+    assert out["dev"]["exact_match_strict"] == 100.0 and out["dev"]["entity_f1"] == 100.0
+    # 上海 is not in the dictionary: one of two entities found, the one found is right
+    assert out["test"]["entity_precision"] == 100.0 and out["test"]["entity_recall"] == 50.0
