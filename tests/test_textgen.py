@@ -406,7 +406,10 @@ def test_entities_dictionary_baseline(tmp_path):
     from albert_jax.tasks.datasets import baseline_entities
 
     rows = {
-        "train": [("江泽民在北京会见客人", "人名：江泽民；地名：北京"), ("新华社电", "机构：新华社")],
+        "train": [
+            ("江泽民在北京会见客人", "人名：江泽民；地名：北京"),
+            ("新华社电", "机构：新华社"),
+        ],
         "dev": [("北京新华社报道", "地名：北京；机构：新华社"), ("今天下雨", "无")],
         "test": [("江泽民到上海", "人名：江泽民；地名：上海")],
     }
