@@ -29,6 +29,7 @@ from albert_jax.model import (
     MLMHead,
     dropout,
     grouped_param,
+    normalize,
 )
 
 
@@ -179,10 +180,7 @@ class ConditionalLayerNorm(nn.Module):
         w = grouped_param(self, "condition", zeros, (cond.shape[-1], 2 * d), (None, "hidden"))
         offsets = jnp.dot(cond.astype(jnp.float32), w.astype(jnp.float32))
         d_scale, d_shift = jnp.split(offsets, 2, axis=-1)
-        x = x.astype(jnp.float32)
-        mean = jnp.mean(x, axis=-1, keepdims=True)
-        var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
-        y = (x - mean) * jax.lax.rsqrt(var + c.layer_norm_eps)
+        y = normalize(x, c.layer_norm_eps)
         return (y * (scale + d_scale) + (bias + d_shift)).astype(jnp.dtype(c.dtype))
 
 

@@ -118,11 +118,16 @@ class LayerNorm(nn.Module):
         axes = (self.axis_name,)
         scale = grouped_param(self, "scale", nn.initializers.ones, (d,), axes, self.groups, group)
         bias = grouped_param(self, "bias", nn.initializers.zeros, (d,), axes, self.groups, group)
-        x = x.astype(jnp.float32)
-        mean = jnp.mean(x, axis=-1, keepdims=True)
-        var = jnp.maximum(jnp.mean(jnp.square(x), axis=-1, keepdims=True) - jnp.square(mean), 0.0)
-        y = (x - mean) * jax.lax.rsqrt(var + c.layer_norm_eps) * scale + bias
+        y = normalize(x, c.layer_norm_eps) * scale + bias
         return y.astype(jnp.dtype(c.dtype))
+
+
+def normalize(x, eps: float):
+    """(x - mean) / sqrt(var + eps) over the last axis, in float32 (see LayerNorm)."""
+    x = x.astype(jnp.float32)
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.maximum(jnp.mean(jnp.square(x), axis=-1, keepdims=True) - jnp.square(mean), 0.0)
+    return (x - mean) * jax.lax.rsqrt(var + eps)
 
 
 class Embeddings(nn.Module):
