@@ -25,7 +25,7 @@ from albert_jax.tasks import squad
 from albert_jax.tasks.data import DataError, _special_ids, word_pieces
 from albert_jax.tasks.finetuning import FinetuneTask
 
-CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+CJK = squad.CJK  # one character a word
 _WORD = re.compile(rf"[{CJK}]|[^\W{CJK}]+|[^\w\s]")
 
 

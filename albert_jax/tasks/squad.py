@@ -26,12 +26,12 @@ CJK_PUNCTUATION = (
 _PUNCT_TABLE = str.maketrans("", "", string.punctuation + CJK_PUNCTUATION)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 # CJK Unified Ideographs and extensions (the ranges BERT's tokenizer splits per character).
-_CJK = (
+CJK = (
     "\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff"
     "\U00020000-\U0002a6df\U0002a700-\U0002b73f\U0002b740-\U0002b81f"
     "\U0002b820-\U0002ceaf\U0002f800-\U0002fa1f"
 )
-_MIXED_TOKENS = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
+_MIXED_TOKENS = re.compile(f"[{CJK}]|[^\\s{CJK}]+")
 
 
 # ---------------------------------------------------------------------------------------------

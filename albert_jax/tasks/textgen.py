@@ -28,7 +28,7 @@ from albert_jax.tasks import squad
 from albert_jax.tasks.data import IGNORE, DataError, _json_records, _special_ids
 
 # CJK ideographs, CJK symbols and punctuation (、。「」...), full-width forms (：，；...).
-_CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
+_CJK = squad.CJK + "\u3000-\u303f\uff00-\uffef"
 _SPACE_BY_CJK = re.compile(rf"\s+(?=[{_CJK}])|(?<=[{_CJK}])\s+")
 
 
