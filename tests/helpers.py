@@ -69,3 +69,15 @@ def quick_finetune(c, steps: int, **kw):
     c.optim.learning_rate = 1e-3
     c.update(kw)
     return c
+
+
+def split_files_config(task_type: str, init: str, d, ext: str, steps: int, task=None, **kw):
+    """A short fine-tuning config (`quick_finetune`) for `task_type` from `init`, reading
+    d/{train,dev,test}.EXT, with `task` overrides of config.task."""
+    from configs.finetune.common import get_common
+
+    c = get_common(task_type)
+    c.init = init
+    c.task.update({split: str(d / f"{split}.{ext}") for split in ("train", "dev", "test")})
+    c.task.update(task or {})
+    return quick_finetune(c, steps, **kw)

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import quick_finetune
+from helpers import split_files_config
 from test_finetune import TOKENIZER, pretrained  # noqa: F401 (a fixture)
 
 from albert_jax import checkpoint
@@ -19,7 +19,6 @@ from albert_jax.tasks import squad
 from albert_jax.tasks.data import DataError
 from albert_jax.tasks.qa import context_words, featurize_qa, read_squad
 from albert_jax.tokenization import load_tokenizer
-from configs.finetune.common import get_common
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = "the hotel is good bad room clean dirty staff nice".split()
@@ -55,13 +54,9 @@ def qa_files(tmp_path_factory):
 
 
 def qa_config(init, d, **kw):
-    c = get_common("qa")
-    c.init = init
-    for split in ("train", "dev", "test"):
-        c.task[split] = str(d / f"{split}.json")
-    c.task.update(max_seq_length=24, doc_stride=6, max_query_length=6, max_answer_length=4,
-                  n_best=5, char_level=False)  # fmt: skip
-    return quick_finetune(c, 4, **kw)
+    task = dict(max_seq_length=24, doc_stride=6, max_query_length=6, max_answer_length=4,
+                n_best=5, char_level=False)  # fmt: skip
+    return split_files_config("qa", init, d, "json", 4, task, **kw)
 
 
 def test_windows_cover_the_context_once_and_targets_map_back(qa_files):

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import quick_finetune, tiny_config
+from helpers import split_files_config, tiny_config
 from test_finetune import TOKENIZER, pretrained  # noqa: F401 (a fixture)
 
 from albert_jax import checkpoint
@@ -22,7 +22,6 @@ from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import relation as R
 from albert_jax.tasks.data import DataError
 from albert_jax.tokenization import load_tokenizer
-from configs.finetune.common import get_common
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "tests", "fixtures", "formats", "duie_sample.jsonl")
@@ -225,17 +224,11 @@ def re_files(tmp_path_factory):
 
 
 def re_config(init, d, **kw):
-    c = get_common("relation")
-    c.init = init
-    for split in ("train", "dev", "test"):
-        c.task[split] = str(d / f"{split}.jsonl")
     # Threshold 0: every text piece opens and closes a span, whatever the weights, so the
     # decoded triples are known: the words of the first 3 pieces as subjects, every word of
     # the kept text as an object of both predicates.
-    c.task.update(max_seq_length=16, predicates=(), max_subjects=3, max_span_length=4,
-                  threshold=0.0)  # fmt: skip
-    c = quick_finetune(c, 2, **kw)
-    return c
+    task = dict(max_seq_length=16, predicates=(), max_subjects=3, max_span_length=4, threshold=0.0)
+    return split_files_config("relation", init, d, "jsonl", 2, task, **kw)
 
 
 @pytest.mark.parametrize("unshare", ["", "all"])

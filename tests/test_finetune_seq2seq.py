@@ -12,14 +12,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import quick_finetune, random_params, tiny_config
+from helpers import random_params, split_files_config, tiny_config
 from test_finetune import WORDS, pretrained  # noqa: F401 (a fixture)
 
 from albert_jax import checkpoint
 from albert_jax.decoding import Decoder, beam_search
 from albert_jax.heads import AlbertForSeq2Seq, prefix_lm_mask
 from albert_jax.tasks import finetuning as F
-from configs.finetune.common import get_common
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N_DEV = 7
@@ -162,13 +161,8 @@ def s2s_files(tmp_path_factory):
 
 
 def s2s_config(init, d, **kw):
-    c = get_common("seq2seq")
-    c.init = init
-    for split in ("train", "dev", "test"):
-        c.task[split] = str(d / f"{split}.jsonl")
-    c.task.update(max_seq_length=20, max_target_length=4, beam_size=2, length_penalty=0.0,
-                  char_level=False)  # fmt: skip
-    return quick_finetune(c, 4, **kw)
+    task = dict(max_seq_length=20, max_target_length=4, beam_size=2, char_level=False)
+    return split_files_config("seq2seq", init, d, "jsonl", 4, task, **kw)
 
 
 def test_seq2seq_trains_and_writes_predictions(pretrained, s2s_files, tmp_path):  # noqa: F811
