@@ -17,7 +17,9 @@ With `--peer-python` each layout is also run by `benchmarks/peer_finetune.py` (t
 transformers' `num_hidden_groups=L`) with that interpreter, alternating with ours for `--rounds`
 rounds on the same machine, and the JSON gains the peer's rows and `ours_over_peer`: per layout,
 the ratio of examples/s in each round and their median (alternating rounds, so that load from
-elsewhere on a shared machine hits both sides alike). Prints one JSON document; `--out FILE` also
+elsewhere on a shared machine hits both sides alike), and `best`: the peer's fastest step over
+all rounds divided by ours (load only ever slows a step down, so the minimum is the figure least
+disturbed by it). Prints one JSON document; `--out FILE` also
 writes it.
 """
 
@@ -251,8 +253,14 @@ def main():
     }
     if peers:
         result["peer"] = peers
+        best = lambda rs, k: min(r["step_s_min"] for r in rs if r["layout"] == k)  # noqa: E731
         result["ours_over_peer"] = {
-            k: {"rounds": v, "median": round(statistics.median(v), 3)} for k, v in ratios.items()
+            k: {
+                "rounds": v,
+                "median": round(statistics.median(v), 3),
+                "best": round(best(peers, k) / best(rows, k), 3),
+            }
+            for k, v in ratios.items()
         }
     text = json.dumps(result, indent=2)
     print(text)

@@ -29,6 +29,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.model = ml_collections.ConfigDict(
         {"preset": "albert-tiny", "hidden_size": 128, "num_heads": 2, "intermediate_size": 512}
     )
+    config.model.layout = "all"  # all | attention | ffn | none | groups:G (cross-layer sharing)
+    config.model.embedding_size = 128  # E (the factorized embedding); E = H adds no projection
     config.model.vocab_size = config.data.get_ref("vocab_size")
     config.model.max_position_embeddings = 128
     config.data.max_seq_length = 64

@@ -1,0 +1,294 @@
+"""Sharing-ablation sweeps: grids of pretraining and fine-tuning runs, run here or on a cluster.
+
+The command line is `python -m pretrain.sweep` (its docstring has the usage). A sweep config's
+`get_sweep()` returns a `Sweep`: a pretraining config, a fine-tuning config per task, fixed
+overrides for each, and a grid of override values (any config field, named `pretrain.FIELD` or
+`finetune.FIELD`). Every combination is a point; points with the same pretraining values share
+one pretraining run (a *group*). A group is one job: pretrain (`python -m pretrain`), then
+fine-tune every task for each of its points (`python -m finetune`, all seeds in one run), each a
+subprocess with its log (`sweep.log`) and wall time (`sweep_step.json`) in its own directory:
+
+    DIR/data/KEY                      tokenizer + corpus, shared by runs with the same data fields
+    DIR/pretrain/POINT                a pretraining workdir (model in POINT/model)
+    DIR/finetune/TASK/POINT           a fine-tuning workdir (summary.json over the seeds)
+    DIR/results.csv, results.md, plots/   (albert_jax.sweep_report)
+
+A step whose model or summary is on disk is done and skipped; an interrupted one resumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+SCOPES = ("pretrain", "finetune")
+
+
+class SweepError(ValueError):
+    """A sweep config that cannot run, with the field or file that is wrong."""
+
+
+@dataclasses.dataclass
+class Sweep:
+    pretrain_config: str  # configs/pretrain/NAME.py
+    tasks: dict[str, str]  # task name -> configs/finetune/TASK.py ({} : pretraining only)
+    grid: dict[str, list]  # 'pretrain.model.layout' | 'finetune.unshare' ... -> values
+    pretrain: dict[str, Any] = dataclasses.field(default_factory=dict)  # fixed overrides
+    finetune: dict[str, Any] = dataclasses.field(default_factory=dict)
+    seeds: tuple[int, ...] = (0, 1, 2)  # fine-tuning seeds of every point
+    slurm: dict[str, Any] = dataclasses.field(default_factory=dict)  # submitit parameters
+    paper: str = ""  # the paper's numbers for this table (Markdown), shown beside ours
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    values: tuple[tuple[str, Any], ...]  # (axis, value) in grid order
+
+    def scope(self, scope: str) -> dict[str, Any]:
+        return {k[len(scope) + 1 :]: v for k, v in self.values if k.startswith(scope + ".")}
+
+    def name(self, scope: str | None = None) -> str:
+        items = [(k, v) for k, v in self.values if scope is None or k.startswith(scope + ".")]
+        return ",".join(f"{k.rsplit('.', 1)[-1]}={_label(v)}" for k, v in items) or "base"
+
+
+def _label(v: Any) -> str:
+    return (str(v) if v != "" else "default").replace("/", "_").replace(" ", "")
+
+
+def _import(path: str, function: str):
+    if not os.path.exists(path):
+        raise SweepError(f"{path}: no such config file")
+    spec = importlib.util.spec_from_file_location(f"_sweep_{function}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not hasattr(module, function):
+        raise SweepError(f"{path}: defines no {function}()")
+    return getattr(module, function)()
+
+
+def load(path: str) -> Sweep:
+    return _import(path, "get_sweep")
+
+
+def apply_sets(sweep: Sweep, sets: list[str]) -> Sweep:
+    """`--set pretrain.total_steps=200`: fixed overrides from the command line (a value that is
+    also a grid axis replaces the axis by that one value)."""
+    pre, fine, grid = dict(sweep.pretrain), dict(sweep.finetune), dict(sweep.grid)
+    for item in sets:
+        key, sep, value = item.partition("=")
+        scope = key.split(".", 1)[0]
+        if not sep or scope not in SCOPES + ("seeds",):
+            raise SweepError(
+                f"--set {item!r}: expected pretrain.FIELD=V, finetune.FIELD=V or seeds="
+            )
+        if scope == "seeds":
+            sweep = dataclasses.replace(sweep, seeds=tuple(int(s) for s in value.split(",") if s))
+            continue
+        grid.pop(key, None)
+        (pre if scope == "pretrain" else fine)[key.split(".", 1)[1]] = value
+    return dataclasses.replace(sweep, pretrain=pre, finetune=fine, grid=grid)
+
+
+def points(sweep: Sweep) -> list[Point]:
+    for key in sweep.grid:
+        if key.split(".", 1)[0] not in SCOPES or "." not in key:
+            raise SweepError(f"grid axis {key!r}: must be pretrain.FIELD or finetune.FIELD")
+    axes = list(sweep.grid.items())
+    return [
+        Point(tuple(zip([k for k, _ in axes], combo, strict=True)))
+        for combo in itertools.product(*[v for _, v in axes])
+    ]
+
+
+def groups(sweep: Sweep) -> list[list[Point]]:
+    """Points grouped by their pretraining values, in grid order."""
+    out: dict[str, list[Point]] = {}
+    for p in points(sweep):
+        out.setdefault(p.name("pretrain"), []).append(p)
+    return list(out.values())
+
+
+def _flag(key: str, value: Any) -> str:
+    if isinstance(value, list | tuple):
+        value = ",".join(str(v) for v in value)
+    return f"--config.{key}={value}"
+
+
+def data_dir(sweep: Sweep, point: Point, workdir: str) -> str:
+    """Runs whose data fields agree share one tokenizer and corpus."""
+    fields = {k: v for k, v in {**sweep.pretrain, **point.scope("pretrain")}.items()}
+    fields = {k: v for k, v in fields.items() if k.startswith("data.")}
+    key = hashlib.sha1(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return os.path.join(workdir, "data", key)
+
+
+@dataclasses.dataclass
+class Step:
+    """One subprocess of a group: its command, its directory, and the file that says it is done."""
+
+    kind: str  # prepare | pretrain | finetune
+    label: str
+    command: list[str]
+    workdir: str
+    done_file: str
+
+    def done(self) -> bool:
+        return os.path.exists(self.done_file)
+
+
+def steps(sweep: Sweep, group: list[Point], workdir: str) -> list[Step]:
+    py = [sys.executable, "-m"]
+    workdir = os.path.abspath(workdir)
+    first = group[0]
+    pname = first.name("pretrain")
+    pdir = os.path.join(workdir, "pretrain", pname)
+    ddir = data_dir(sweep, first, workdir)
+    pre = {**sweep.pretrain, **first.scope("pretrain"), "data.data_dir": ddir}
+    pre_flags = [_flag(k, v) for k, v in pre.items()]
+    out = [
+        Step(
+            "pretrain",
+            f"pretrain {pname}",
+            py + ["pretrain", "--config", sweep.pretrain_config, "--workdir", pdir] + pre_flags,
+            pdir,
+            os.path.join(pdir, "model", "checkpoint.json"),
+        )
+    ]
+    seeds = ",".join(str(s) for s in sweep.seeds)
+    for point in group:
+        fine = {**sweep.finetune, **point.scope("finetune")}
+        for task, config in sweep.tasks.items():
+            fdir = os.path.join(workdir, "finetune", task, point.name())
+            flags_ = [f"--config.init={pdir}/model", f"--config.seeds={seeds}"]
+            flags_ += [_flag(k, v) for k, v in fine.items()]
+            out.append(
+                Step(
+                    "finetune",
+                    f"{task} {point.name()}",
+                    py + ["finetune", "--config", config, "--workdir", fdir] + flags_,
+                    fdir,
+                    os.path.join(fdir, "summary.json"),
+                )
+            )
+    return out
+
+
+def prepare_steps(sweep: Sweep, workdir: str) -> list[Step]:
+    """Everything the groups share, built once before any of them runs (so that cluster jobs do
+    not race on it): one tokenizer + corpus per distinct data directory, and each offline
+    fine-tuning dataset (`python -m finetune.prepare`) a task config builds on first use."""
+    out, seen = [], set()
+    for path in sweep.tasks.values():
+        config = _import(path, "get_config")
+        name = config.task.get("prepare", "")
+        train = str(sweep.finetune.get("task.train", config.task.train))
+        if name and train == config.task.train and name not in seen:
+            seen.add(name)
+            cmd = [sys.executable, "-m", "finetune.prepare", name]
+            done = os.path.abspath(config.task.train)  # relative to the working directory
+            out.append(Step("prepare", f"{name} dataset", cmd, os.path.join(workdir, "data"), done))
+    for group in groups(sweep):
+        ddir = data_dir(sweep, group[0], workdir)
+        if ddir in seen:
+            continue
+        seen.add(ddir)
+        data = {k: v for k, v in {**sweep.pretrain, **group[0].scope("pretrain")}.items()}
+        flags_ = [_flag(k, v) for k, v in data.items() if k.startswith("data.")]
+        flags_.append(_flag("data.data_dir", os.path.abspath(ddir)))
+        cmd = [sys.executable, "-m", "pretrain.prepare_data", "--config", sweep.pretrain_config]
+        done = os.path.join(ddir, "sweep_prepared.json")
+        out.append(Step("prepare", f"data {os.path.basename(ddir)}", cmd + flags_, ddir, done))
+    return out
+
+
+def check(sweep: Sweep) -> None:
+    """Every override names a field of its config, before any job starts."""
+    cases = [(sweep.pretrain_config, "pretrain")] + [(c, "finetune") for c in sweep.tasks.values()]
+    for path, scope in cases:
+        config = _import(path, "get_config")
+        keys = set(getattr(sweep, scope)) | {
+            k.split(".", 1)[1] for k in sweep.grid if k.startswith(scope + ".")
+        }
+        for key in sorted(keys):
+            node = config
+            for part in key.split("."):
+                if not hasattr(node, "keys") or part not in node:
+                    there = ", ".join(sorted(node.keys())) if hasattr(node, "keys") else "-"
+                    raise SweepError(
+                        f"{scope}.{key}: {path}'s config has no field {part!r} (fields there: "
+                        f"{there})"
+                    )
+                node = node[part]
+
+
+def run_step(step: Step, progress: str) -> float:
+    """Run one step (its output to STEP_DIR/sweep.log); returns its wall time."""
+    os.makedirs(step.workdir, exist_ok=True)
+    log = os.path.join(step.workdir, "sweep.log")
+    print(f"{progress} {step.label} ...", flush=True)
+    t0 = time.time()
+    with open(log, "a") as f:
+        f.write(f"$ {' '.join(step.command)}\n")
+        f.flush()
+        rc = subprocess.call(step.command, stdout=f, stderr=subprocess.STDOUT, cwd=os.getcwd())
+    wall = time.time() - t0
+    if rc != 0:
+        with open(log) as f:
+            tail = "".join(f.readlines()[-30:])
+        raise SweepError(f"{step.label} failed (exit {rc}); log {log}:\n{tail}")
+    record = {"command": step.command, "wall_s": round(wall, 1), "finished": time.time()}
+    with open(os.path.join(step.workdir, "sweep_step.json"), "w") as f:
+        json.dump(record, f, indent=1)
+    if step.kind == "prepare":
+        with open(step.done_file, "w") as f:
+            json.dump(record, f)
+    return wall
+
+
+def run_local(all_steps: list[Step]) -> None:
+    todo = [s for s in all_steps if not s.done()]
+    print(f"sweep: {len(all_steps)} steps, {len(all_steps) - len(todo)} already done", flush=True)
+    t0, spent = time.time(), []
+    for i, step in enumerate(todo):
+        eta = ""
+        if spent:
+            eta = f", ~{sum(spent) / len(spent) * (len(todo) - i) / 60:.0f} min left"
+        spent.append(
+            run_step(step, f"[{i + 1}/{len(todo)}, {(time.time() - t0) / 60:.0f} min{eta}]")
+        )
+
+
+def run_group(config_path: str, workdir: str, sets: list[str], index: int) -> str:
+    """One cluster job: group `index` of the sweep (importable, so submitit can pickle it)."""
+    sweep = apply_sets(load(config_path), sets)
+    run_local(steps(sweep, groups(sweep)[index], workdir))
+    return workdir
+
+
+def group_command(config_path: str, workdir: str, sets: list[str], index: int) -> str:
+    parts = [sys.executable, "-m", "pretrain.sweep", "--config", config_path, "--workdir", workdir]
+    parts += [f"--set={s}" for s in sets] + [f"--group={index}"]
+    return " ".join(parts)
+
+
+def submit(config_path, workdir, sets, indices, launcher: str, sweep: Sweep) -> list[Any]:
+    """Submit one job per group with submitit (`slurm`, or `local` / `debug` on this machine)."""
+    import submitit
+
+    cluster = None if launcher == "slurm" else launcher
+    executor = submitit.AutoExecutor(folder=os.path.join(workdir, "submitit"), cluster=cluster)
+    if sweep.slurm and launcher == "slurm":
+        executor.update_parameters(**sweep.slurm)
+    jobs = [executor.submit(run_group, config_path, workdir, sets, i) for i in indices]
+    for i, job in zip(indices, jobs, strict=True):
+        print(f"group {i}: job {job.job_id}", flush=True)
+    return jobs

@@ -1,0 +1,307 @@
+r"""A sweep's results: `results.csv`, `results.md` and `plots/` in the sweep directory.
+
+    python -m pretrain.sweep --config configs/sweeps/NAME.py --workdir DIR --report_only
+
+(also at the end of every local sweep). One CSV row per point, task and seed:
+the point's values, the parameter counts (pretrained and fine-tuned backbone), the pretraining
+run's last held-out metrics, median step time and wall time, and the seed's dev / test metrics,
+dev metric after the first epoch, step time and its run's wall time. The Markdown has one table
+per task (mean ± sample std over seeds), laid out as the paper's; the plots (matplotlib) are the
+pretraining curves per run, each task's score per point with error bars, parameters against
+score, and the dev metric per epoch (the early-convergence claim).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import statistics
+from typing import Any
+
+from albert_jax.sweep import Sweep, groups
+
+PRETRAIN_KEYS = ("mlm_accuracy", "sop_accuracy", "nsp_accuracy", "mlm_loss")
+
+
+def _jsonl(path: str) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _json(path: str) -> dict:
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
+def _params(model_dir: str) -> int | None:
+    """Backbone parameters of a checkpoint, from its config."""
+    path = os.path.join(model_dir, "config.json")
+    if not os.path.exists(path):
+        return None
+    from albert_jax.config import AlbertConfig
+    from albert_jax.model import count_params
+
+    with open(path) as f:
+        return count_params(AlbertConfig.from_dict(json.load(f)))
+
+
+def _median_step(rows: list[dict]) -> float | None:
+    times = [r["step_time_s"] for r in rows if r.get("split") == "train" and "step_time_s" in r]
+    return round(statistics.median(times), 4) if times else None
+
+
+def pretrain_info(pdir: str) -> dict[str, Any]:
+    rows = _jsonl(os.path.join(pdir, "metrics.jsonl"))
+    evals = [r for r in rows if r.get("split") == "eval"]
+    info = {f"pretrain_{k}": evals[-1][k] for k in PRETRAIN_KEYS if evals and k in evals[-1]}
+    info["pretrain_step_s"] = _median_step(rows)
+    info["pretrain_wall_s"] = _json(os.path.join(pdir, "sweep_step.json")).get("wall_s")
+    info["params_pretrained"] = _params(os.path.join(pdir, "model"))
+    return info
+
+
+def _seed_dir(fdir: str, seed: int, n_seeds: int) -> str:
+    return fdir if n_seeds == 1 else os.path.join(fdir, f"seed_{seed}")
+
+
+def dev_curve(seed_dir: str, metric: str, steps_per_epoch: int | None) -> list[tuple[float, float]]:
+    """(epoch, dev metric) of every evaluation of one seed's run."""
+    rows = [r for r in _jsonl(os.path.join(seed_dir, "metrics.jsonl")) if r["split"] == "eval"]
+    scale = steps_per_epoch or 1
+    return [(r["step"] / scale, r[metric]) for r in rows if metric in r]
+
+
+def collect(sweep: Sweep, workdir: str) -> list[dict[str, Any]]:
+    rows = []
+    for group in groups(sweep):
+        pdir = os.path.join(workdir, "pretrain", group[0].name("pretrain"))
+        pinfo = pretrain_info(pdir)
+        for point in group:
+            base = {"point": point.name(), **dict(point.values), **pinfo}
+            if not sweep.tasks:
+                rows.append(base)
+            for task in sweep.tasks:
+                fdir = os.path.join(workdir, "finetune", task, point.name())
+                summary = _json(os.path.join(fdir, "summary.json"))
+                wall = _json(os.path.join(fdir, "sweep_step.json")).get("wall_s")
+                for seed in sweep.seeds:
+                    res = summary.get("per_seed", {}).get(str(seed))
+                    if res is None:
+                        continue
+                    sdir = _seed_dir(fdir, seed, len(sweep.seeds))
+                    row = dict(base, task=task, seed=seed, metric=res["metric"])
+                    row["params_finetuned"] = _params(os.path.join(sdir, "best"))
+                    for split in ("dev", "test"):
+                        for k, v in res.get(split, {}).items():
+                            row[f"{split}_{k}"] = v
+                    row["dev_first_epoch"] = res.get("dev_first_epoch")
+                    row["finetune_step_s"] = _median_step(
+                        _jsonl(os.path.join(sdir, "metrics.jsonl"))
+                    )
+                    row["finetune_wall_s"] = (
+                        round(wall / len(sweep.seeds), 1) if wall is not None else None
+                    )
+                    rows.append(row)
+    return rows
+
+
+def write_csv(rows: list[dict], path: str) -> None:
+    keys: list[str] = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _ms(values: list) -> str:
+    v = [float(x) for x in values if x is not None]
+    if not v:
+        return "-"
+    scale = 100.0 if all(0.0 <= x <= 1.0 for x in v) else 1.0  # accuracies / F1 in percent
+    mean = statistics.fmean(v) * scale
+    std = statistics.stdev(v) * scale if len(v) > 1 else 0.0
+    return f"{mean:.2f} ± {std:.2f}"
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{100 * v:.2f}" if 0 <= v <= 1 else f"{v:.3g}"
+    if isinstance(v, int) and v > 10_000:
+        return f"{v / 1e6:.2f}M"
+    return str(v) if v != "" else "default"
+
+
+def markdown(sweep: Sweep, rows: list[dict]) -> str:
+    axes = list(sweep.grid)
+    head = [a.split(".", 1)[1] for a in axes]
+    out = []
+    if sweep.tasks:
+        for task in sweep.tasks:
+            trows = [r for r in rows if r.get("task") == task]
+            if not trows:
+                continue
+            metric = trows[0]["metric"]
+            cols = head + ["params", "MLM acc", "SOP acc", f"dev {metric}", f"test {metric}"]
+            cols += [f"dev {metric} after epoch 1", "seeds", "s/step"]
+            out += [f"### {task} ({metric}, %; mean ± std over seeds)", "", _row(cols)]
+            out.append(_row(["---"] * len(cols)))
+            for name in dict.fromkeys(r["point"] for r in trows):
+                pr = [r for r in trows if r["point"] == name]
+                first = pr[0]
+                params = first.get("params_finetuned") or first.get("params_pretrained")
+                line = [_fmt(first[a]) for a in axes] + [_fmt(params)]
+                line += [_fmt(first.get("pretrain_mlm_accuracy"))]
+                line += [
+                    _fmt(first.get("pretrain_sop_accuracy", first.get("pretrain_nsp_accuracy")))
+                ]
+                line += [_ms([r.get(f"dev_{metric}") for r in pr])]
+                line += [_ms([r.get(f"test_{metric}") for r in pr])]
+                line += [_ms([r.get("dev_first_epoch") for r in pr]), str(len(pr))]
+                line += [_fmt(first.get("finetune_step_s"))]
+                out.append(_row(line))
+            out.append("")
+    else:
+        cols = head + ["params", "MLM acc", "SOP/NSP acc", "s/step", "wall s"]
+        out += ["### pretraining (held-out, %)", "", _row(cols), _row(["---"] * len(cols))]
+        for r in rows:
+            acc = r.get("pretrain_sop_accuracy", r.get("pretrain_nsp_accuracy"))
+            line = [_fmt(r[a]) for a in axes] + [_fmt(r.get("params_pretrained"))]
+            line += [_fmt(r.get("pretrain_mlm_accuracy")), _fmt(acc)]
+            line += [_fmt(r.get("pretrain_step_s")), _fmt(r.get("pretrain_wall_s"))]
+            out.append(_row(line))
+        out.append("")
+    if sweep.paper:
+        out += ["### the paper's numbers", "", sweep.paper.strip(), ""]
+    return "\n".join(out)
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def plots(sweep: Sweep, rows: list[dict], workdir: str) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir = os.path.join(workdir, "plots")
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+
+    def save(fig, name):
+        path = os.path.join(out_dir, name)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
+    fig, axs = plt.subplots(1, 2, figsize=(10, 4))
+    for group in groups(sweep):
+        name = group[0].name("pretrain")
+        evals = [
+            r
+            for r in _jsonl(os.path.join(workdir, "pretrain", name, "metrics.jsonl"))
+            if r["split"] == "eval"
+        ]
+        for ax, key in zip(axs, ("mlm_accuracy", "sop_accuracy"), strict=True):
+            pts = [(r["step"], r[key]) for r in evals if key in r]
+            if key == "sop_accuracy" and not pts:
+                pts = [(r["step"], r["nsp_accuracy"]) for r in evals if "nsp_accuracy" in r]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), marker="o", label=name)
+    for ax, title in zip(axs, ("MLM accuracy (held out)", "SOP / NSP accuracy"), strict=True):
+        ax.set_title(title)
+        ax.set_xlabel("pretraining step")
+        ax.legend(fontsize=7)
+    save(fig, "pretrain_curves.png")
+
+    for task in sweep.tasks:
+        trows = [r for r in rows if r.get("task") == task]
+        if not trows:
+            continue
+        metric = trows[0]["metric"]
+        names = list(dict.fromkeys(r["point"] for r in trows))
+        scores = [[r.get(f"test_{metric}") for r in trows if r["point"] == n] for n in names]
+        scores = [[s for s in ss if s is not None] for ss in scores]
+        means = [statistics.fmean(s) if s else 0.0 for s in scores]
+        stds = [statistics.stdev(s) if len(s) > 1 else 0.0 for s in scores]
+
+        fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(names)), 4))
+        ax.bar(range(len(names)), means, yerr=stds, capsize=4)
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=7)
+        ax.set_ylabel(f"test {metric} (mean ± std, {len(sweep.seeds)} seeds)")
+        ax.set_title(task)
+        save(fig, f"{task}_scores.png")
+
+        params = [
+            next(
+                r.get("params_finetuned") or r.get("params_pretrained")
+                for r in trows
+                if r["point"] == n
+            )
+            for n in names
+        ]
+        fig, ax = plt.subplots(figsize=(5, 4))
+        for n, p, m, s in zip(names, params, means, stds, strict=True):
+            ax.errorbar([p or 0], [m], yerr=[s], fmt="o", capsize=4, label=n)
+        ax.set_xlabel("backbone parameters")
+        ax.set_ylabel(f"test {metric}")
+        ax.legend(fontsize=7)
+        save(fig, f"{task}_params.png")
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for n in names:
+            curves = []
+            for r in [r for r in trows if r["point"] == n]:
+                sdir = _seed_dir(
+                    os.path.join(workdir, "finetune", task, n), r["seed"], len(sweep.seeds)
+                )
+                config = _json(os.path.join(sdir, "config.json"))
+                curves.append(dev_curve(sdir, metric, config.get("steps_per_epoch")))
+            length = min((len(c) for c in curves), default=0)
+            if not length:
+                continue
+            x = [curves[0][i][0] for i in range(length)]
+            ys = [[c[i][1] for c in curves] for i in range(length)]
+            m = [statistics.fmean(y) for y in ys]
+            s = [statistics.stdev(y) if len(y) > 1 else 0.0 for y in ys]
+            ax.errorbar(x, m, yerr=s, marker="o", capsize=3, label=n)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(f"dev {metric}")
+        ax.set_title(f"{task}: dev {metric} per evaluation")
+        ax.legend(fontsize=7)
+        save(fig, f"{task}_dev_curves.png")
+    return written
+
+
+def write(sweep: Sweep, workdir: str) -> str:
+    """Write results.csv, results.md and plots/; returns the Markdown."""
+    rows = collect(sweep, workdir)
+    write_csv(rows, os.path.join(workdir, "results.csv"))
+    text = markdown(sweep, rows)
+    figures = plots(sweep, rows, workdir)
+    text += "\n" + "\n".join(
+        f"![{os.path.basename(p)}](plots/{os.path.basename(p)})" for p in figures
+    )
+    with open(os.path.join(workdir, "results.md"), "w") as f:
+        f.write(text + "\n")
+    return text
+
+
+def load_saved(workdir: str) -> Sweep:
+    """The sweep as `python -m pretrain.sweep` recorded it in WORKDIR/sweep.json."""
+    d = _json(os.path.join(workdir, "sweep.json"))
+    if not d:
+        raise FileNotFoundError(f"{workdir}/sweep.json not found: not a sweep directory")
+    d["seeds"] = tuple(d["seeds"])
+    return Sweep(**d)

@@ -1,0 +1,317 @@
+"""Sweeps (`python -m pretrain.sweep`): points, groups and their commands, the config check,
+dry run against the cluster launchers, the report over known results, and (slow) a real tiny
+sweep that is interrupted, resumed and submitted through submitit's debug executor."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from albert_jax import sweep_report
+from albert_jax.sweep import Sweep, SweepError, apply_sets, check, groups, points, steps
+from tests.test_workdir_source import MODEL, write_corpus
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def grid_sweep(**kw) -> Sweep:
+    base = dict(
+        pretrain_config="configs/pretrain/cpu_small.py",
+        tasks={"sentiment": "configs/finetune/sentiment.py", "ner": "configs/finetune/ner.py"},
+        grid={
+            "pretrain.model.layout": ["all", "none"],
+            "finetune.unshare": ["", "all"],
+            "pretrain.data.mode": ["sop"],
+        },
+        pretrain={"total_steps": 7},
+        finetune={"num_epochs": 1.0},
+        seeds=(0, 1),
+    )
+    return Sweep(**{**base, **kw})
+
+
+def test_points_share_their_pretraining_run_and_commands_carry_every_override(tmp_path):
+    sweep = grid_sweep()
+    assert len(points(sweep)) == 4
+    gs = groups(sweep)
+    assert [len(g) for g in gs] == [2, 2]  # unshare does not change the pretraining run
+    for g in gs:
+        layout = g[0].scope("pretrain")["model.layout"]
+        assert all(p.scope("pretrain")["model.layout"] == layout for p in g)
+        ss = steps(sweep, g, str(tmp_path))
+        assert [s.kind for s in ss] == ["pretrain"] + ["finetune"] * 4  # 2 points x 2 tasks
+        pre = ss[0]
+        assert pre.command[pre.command.index("--workdir") + 1] == pre.workdir
+        assert f"--config.model.layout={layout}" in pre.command
+        assert "--config.total_steps=7" in pre.command and "--config.data.mode=sop" in pre.command
+        model = os.path.join(pre.workdir, "model")
+        for s, point in zip(ss[1:], [p for p in g for _ in range(2)], strict=True):
+            assert f"--config.init={model}" in s.command
+            assert "--config.seeds=0,1" in s.command and "--config.num_epochs=1.0" in s.command
+            assert f"--config.unshare={point.scope('finetune')['unshare']}" in s.command
+            assert s.done_file.endswith("summary.json")
+    # one data directory for both layouts (their data fields agree)
+    dirs = {s.command[-1] for g in gs for s in steps(sweep, g, str(tmp_path))[:1]}
+    assert len(dirs) == 1 and next(iter(dirs)).startswith("--config.data.data_dir=")
+    names = [steps(sweep, g, str(tmp_path))[1].workdir for g in gs]
+    assert len(set(names)) == 2
+
+
+def test_set_overrides_fix_an_axis_and_the_seeds():
+    sweep = apply_sets(grid_sweep(), ["finetune.unshare=all", "seeds=3", "pretrain.seed=5"])
+    assert "finetune.unshare" not in sweep.grid and sweep.finetune["unshare"] == "all"
+    assert sweep.seeds == (3,) and sweep.pretrain["seed"] == "5"
+    assert len(points(sweep)) == 2
+    with pytest.raises(SweepError, match="expected pretrain.FIELD"):
+        apply_sets(grid_sweep(), ["model.layout=all"])
+
+
+def test_check_names_the_field_that_does_not_exist():
+    check(grid_sweep())  # every override exists in its config
+    bad = grid_sweep(grid={"pretrain.model.sharing": ["all"]})
+    with pytest.raises(SweepError, match=r"pretrain.model.sharing: .*cpu_small.py.* 'sharing'"):
+        check(bad)
+    with pytest.raises(SweepError, match="finetune.optim.lr: .* 'lr'"):
+        check(grid_sweep(finetune={"optim.lr": 1}))
+    with pytest.raises(SweepError, match="nope.py: no such config file"):
+        check(grid_sweep(tasks={"x": "configs/finetune/nope.py"}))
+
+
+def _cli(*args, check_rc=True):
+    done = subprocess.run(
+        [sys.executable, "-m", "pretrain.sweep", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if check_rc:
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def _commands(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def test_dry_run_and_the_print_launcher_cover_exactly_the_same_steps(tmp_path):
+    config = "configs/sweeps/tiny.py"
+    work = str(tmp_path / "sw")
+    full = _commands(_cli("--config", config, "--workdir", work, "--dry_run").stdout)
+    # the sentiment dataset and the corpus, then 2 groups of (pretrain, sentiment x 2 unshare)
+    assert len(full) == 2 + 2 * 3 and "finetune.prepare sentiment" in full[0]
+    jobs = _commands(_cli("--config", config, "--workdir", work, "--launcher=print").stdout)
+    assert len(jobs) == 2 and all(f"--group={i}" in j for i, j in enumerate(jobs))
+    per_job = []
+    for job in jobs:
+        args = job.split()[3:]  # drop "python -m pretrain.sweep"
+        per_job += _commands(_cli(*args, "--dry_run").stdout)[2:]  # each repeats the data steps
+    assert per_job == full[2:]
+    assert not os.path.exists(os.path.join(work, "pretrain"))  # nothing ran
+
+
+# --- the report, over results written by hand ----------------------------------------------------
+def _write(path, obj, lines=False):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        if lines:
+            f.write("".join(json.dumps(r) + "\n" for r in obj))
+        else:
+            json.dump(obj, f)
+
+
+MODEL_CONFIG = dict(
+    vocab_size=100, embedding_size=16, hidden_size=32, num_layers=4, num_heads=2,
+    intermediate_size=64, max_position_embeddings=32,
+)  # fmt: skip
+
+
+def fake_results(work, sweep, test_acc):
+    """Pretraining metrics, models and per-seed fine-tuning results for every point."""
+    for g in groups(sweep):
+        pdir = os.path.join(work, "pretrain", g[0].name("pretrain"))
+        _write(
+            os.path.join(pdir, "metrics.jsonl"),
+            [
+                {"step": 5, "split": "train", "step_time_s": 0.5},
+                {"step": 10, "split": "eval", "mlm_accuracy": 0.2, "sop_accuracy": 0.6},
+                {"step": 20, "split": "eval", "mlm_accuracy": 0.3, "sop_accuracy": 0.7},
+            ],
+            lines=True,
+        )
+        layout = g[0].scope("pretrain")["model.layout"]
+        groups_ = dict(attention_groups=4, ffn_groups=4) if layout == "none" else {}
+        _write(os.path.join(pdir, "model", "config.json"), {**MODEL_CONFIG, **groups_})
+        for p in g:
+            fdir = os.path.join(work, "finetune", "sentiment", p.name())
+            per_seed = {}
+            for seed in sweep.seeds:
+                acc = test_acc[p.name()][seed]
+                per_seed[str(seed)] = {
+                    "metric": "accuracy", "best_step": 4, "dev": {"accuracy": acc - 0.01},
+                    "test": {"accuracy": acc}, "dev_first_epoch": acc - 0.02,
+                }  # fmt: skip
+                sdir = os.path.join(fdir, f"seed_{seed}")
+                _write(
+                    os.path.join(sdir, "metrics.jsonl"),
+                    [
+                        {"step": 2, "split": "train", "step_time_s": 0.1},
+                        {"step": 2, "split": "eval", "accuracy": acc - 0.02},
+                        {"step": 4, "split": "eval", "accuracy": acc - 0.01},
+                    ],
+                    lines=True,
+                )
+                _write(os.path.join(sdir, "config.json"), {"steps_per_epoch": 2})
+            _write(os.path.join(fdir, "summary.json"), {"per_seed": per_seed})
+
+
+def test_report_tables_csv_and_plots_from_known_results(tmp_path):
+    sweep = grid_sweep(tasks={"sentiment": "configs/finetune/sentiment.py"}, seeds=(0, 1, 2))
+    sweep.grid.pop("pretrain.data.mode")
+    accs = {
+        "layout=all,unshare=default": [0.80, 0.82, 0.84],
+        "layout=all,unshare=all": [0.81, 0.81, 0.81],
+        "layout=none,unshare=default": [0.70, 0.75, 0.80],
+        "layout=none,unshare=all": [0.60, 0.60, 0.63],
+    }
+    work = str(tmp_path)
+    fake_results(work, sweep, accs)
+    text = sweep_report.write(sweep, work)
+
+    with open(tmp_path / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4 * 3
+    row = next(r for r in rows if r["point"] == "layout=none,unshare=all" and r["seed"] == "2")
+    assert float(row["test_accuracy"]) == pytest.approx(0.63)
+    assert float(row["pretrain_mlm_accuracy"]) == pytest.approx(0.3)  # the last evaluation
+    from albert_jax.config import AlbertConfig
+    from albert_jax.model import count_params
+
+    unshared = count_params(AlbertConfig(**MODEL_CONFIG, attention_groups=4, ffn_groups=4))
+    assert int(row["params_pretrained"]) == unshared
+    assert count_params(AlbertConfig(**MODEL_CONFIG)) < unshared
+
+    lines = text.splitlines()
+    assert lines[0].startswith("### sentiment (accuracy")
+    # mean ± sample std in percent: 70, 75, 80 -> 75.00 ± 5.00; 80, 82, 84 -> 82.00 ± 2.00
+    none_default = next(line for line in lines if line.startswith("| none | default |"))
+    assert "| 75.00 ± 5.00 |" in none_default and "| 3 |" in none_default
+    all_default = next(line for line in lines if line.startswith("| all | default |"))
+    assert "| 82.00 ± 2.00 |" in all_default and "| 81.00 ± 2.00 |" in all_default  # test, dev
+    assert "| 30.00 | 70.00 |" in all_default  # held-out MLM and SOP accuracy
+    for name in ("pretrain_curves", "sentiment_scores", "sentiment_params", "sentiment_dev_curves"):
+        png = tmp_path / "plots" / f"{name}.png"
+        assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 5000
+        assert f"(plots/{name}.png)" in (tmp_path / "results.md").read_text()
+
+
+# --- slow: a real sweep ---------------------------------------------------------------------------
+PRETRAIN = """
+from configs.pretrain.cpu_small import get_config as cpu_small
+import ml_collections
+
+
+def get_config(arg=None):
+    c = cpu_small()
+    c.data.input_files = [{corpus!r}]
+    c.data.input_format = "text"
+    c.data.corpus_name = "tiny"
+    c.data.vocab_size = 100
+    c.data.character_coverage = 1.0
+    c.data.max_seq_length = 32
+    c.data.max_predictions = 5
+    c.data.global_batch_size = 8
+    c.data.worker_count = 0
+    c.model = ml_collections.ConfigDict({model!r})
+    c.model.vocab_size = c.data.get_ref("vocab_size")
+    c.total_steps = 2
+    c.optim.warmup_steps = 1
+    c.checkpoint_every = 2
+    c.eval_every = 2
+    c.eval_batches = 1
+    c.train_split, c.eval_split = "train[:50%]", "train[50%:]"  # enough for one eval batch
+    c.log_every = 1
+    c.progress_bar = False
+    return c
+"""
+SWEEP = """
+from albert_jax.sweep import Sweep
+
+
+def get_sweep():
+    return Sweep(
+        pretrain_config={pretrain!r},
+        tasks={{"cls": "configs/finetune/tsv.py"}},
+        grid={{"pretrain.model.layout": ["all", "none"], "finetune.unshare": ["", "all"]}},
+        finetune={{
+            "task.train": {train!r}, "task.dev": {dev!r}, "task.test": {dev!r},
+            "task.max_seq_length": 32,
+            "total_steps": 2, "eval_every": 2, "batch_size": 8, "eval_batch_size": 8,
+            "log_every": 1, "progress_bar": False,
+        }},
+        seeds=(0, 1),
+    )
+"""
+
+
+def write_task(d, n):
+    """A classification TSV of made-up words (label: whether 'ka' occurs)."""
+    rows = ["text\tlabel"]
+    for i in range(n):
+        words = ["ka" if i % 2 else "lo", "mi", "ne", "su"][: 2 + i % 3]
+        rows.append(f"{' '.join(words)} ta\t{'yes' if i % 2 else 'no'}")
+    d.write_text("\n".join(rows) + "\n")
+
+
+@pytest.mark.slow
+def test_tiny_sweep_runs_resumes_without_redoing_and_submits(tmp_path):
+    write_corpus(tmp_path / "corpus.txt")
+    model = dict(MODEL, layout="all")
+    model.pop("vocab_size")
+    (tmp_path / "pre.py").write_text(
+        PRETRAIN.format(corpus=str(tmp_path / "corpus.txt"), model=model)
+    )
+    write_task(tmp_path / "train.tsv", 24)
+    write_task(tmp_path / "dev.tsv", 11)
+    config = tmp_path / "sweep.py"
+    config.write_text(
+        SWEEP.format(
+            pretrain=str(tmp_path / "pre.py"),
+            train=str(tmp_path / "train.tsv"),
+            dev=str(tmp_path / "dev.tsv"),
+        )
+    )
+    work = tmp_path / "sw"
+    out = _cli("--config", str(config), "--workdir", str(work)).stdout
+    assert "sweep: 6 steps, 0 already done" in out  # 2 pretraining + 4 fine-tuning runs
+    with open(work / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4 * 2 and {r["task"] for r in rows} == {"cls"}
+    layout, unshare = "pretrain.model.layout", "finetune.unshare"
+    assert {r[layout] for r in rows} == {"all", "none"}
+    shared = [r for r in rows if r[layout] == "all" and r[unshare] == ""]
+    unshared = [r for r in rows if r[layout] == "all" and r[unshare] == "all"]
+    assert int(unshared[0]["params_finetuned"]) > int(shared[0]["params_finetuned"])
+    assert (work / "plots" / "cls_scores.png").exists()
+
+    # rerun: nothing is redone (no file of a finished step is rewritten)
+    summary = work / "finetune" / "cls" / "layout=none,unshare=all" / "summary.json"
+    stamp = summary.stat().st_mtime_ns
+    again = _cli("--config", str(config), "--workdir", str(work)).stdout
+    assert "sweep: 6 steps, 6 already done" in again and "..." not in again
+    assert summary.stat().st_mtime_ns == stamp
+
+    # an interrupted point (its summary never written) is the only step run again, here
+    # through submitit's local executor (the cluster path, on this machine)
+    summary.unlink()
+    done = _cli("--config", str(config), "--workdir", str(work), "--launcher=local")
+    assert "group 1: job" in done.stdout and "group 0: job" in done.stdout
+    log = "".join(p.read_text() for p in (work / "submitit").glob("**/*_log.out"))
+    assert log.count("already done") == 2 and log.count(" ...") == 1
+    assert "cls layout=none,unshare=all ..." in log
+    assert summary.exists()
