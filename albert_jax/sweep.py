@@ -125,7 +125,7 @@ def _flag(key: str, value: Any) -> str:
 
 def data_dir(sweep: Sweep, point: Point, workdir: str) -> str:
     """Runs whose data fields agree share one tokenizer and corpus."""
-    fields = {k: v for k, v in {**sweep.pretrain, **point.scope("pretrain")}.items()}
+    fields = {**sweep.pretrain, **point.scope("pretrain")}
     fields = {k: v for k, v in fields.items() if k.startswith("data.")}
     key = hashlib.sha1(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:8]
     return os.path.join(workdir, "data", key)
@@ -201,7 +201,7 @@ def prepare_steps(sweep: Sweep, workdir: str) -> list[Step]:
         if ddir in seen:
             continue
         seen.add(ddir)
-        data = {k: v for k, v in {**sweep.pretrain, **group[0].scope("pretrain")}.items()}
+        data = {**sweep.pretrain, **group[0].scope("pretrain")}
         flags_ = [_flag(k, v) for k, v in data.items() if k.startswith("data.")]
         flags_.append(_flag("data.data_dir", os.path.abspath(ddir)))
         cmd = [sys.executable, "-m", "pretrain.prepare_data", "--config", sweep.pretrain_config]

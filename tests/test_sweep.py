@@ -14,7 +14,7 @@ import pytest
 
 from albert_jax import sweep_report
 from albert_jax.sweep import Sweep, SweepError, apply_sets, check, groups, points, steps
-from tests.test_workdir_source import MODEL, write_corpus
+from tests.test_workdir_source import CONFIG, MODEL, write_corpus
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -211,34 +211,21 @@ def test_report_tables_csv_and_plots_from_known_results(tmp_path):
 
 
 # --- slow: a real sweep ---------------------------------------------------------------------------
-PRETRAIN = """
-from configs.pretrain.cpu_small import get_config as cpu_small
-import ml_collections
+# The synthetic pretraining config of test_workdir_source, with evaluation on half the corpus
+PRETRAIN = (
+    CONFIG
+    + """
+
+_base = get_config
 
 
 def get_config(arg=None):
-    c = cpu_small()
-    c.data.input_files = [{corpus!r}]
-    c.data.input_format = "text"
-    c.data.corpus_name = "tiny"
-    c.data.vocab_size = 100
-    c.data.character_coverage = 1.0
-    c.data.max_seq_length = 32
-    c.data.max_predictions = 5
-    c.data.global_batch_size = 8
-    c.data.worker_count = 0
-    c.model = ml_collections.ConfigDict({model!r})
-    c.model.vocab_size = c.data.get_ref("vocab_size")
-    c.total_steps = 2
-    c.optim.warmup_steps = 1
-    c.checkpoint_every = 2
-    c.eval_every = 2
-    c.eval_batches = 1
+    c = _base(arg)
+    c.eval_every, c.eval_batches = 2, 1
     c.train_split, c.eval_split = "train[:50%]", "train[50%:]"  # enough for one eval batch
-    c.log_every = 1
-    c.progress_bar = False
     return c
 """
+)
 SWEEP = """
 from albert_jax.sweep import Sweep
 
@@ -274,7 +261,7 @@ def test_tiny_sweep_runs_resumes_without_redoing_and_submits(tmp_path):
     model = dict(MODEL, layout="all")
     model.pop("vocab_size")
     (tmp_path / "pre.py").write_text(
-        PRETRAIN.format(corpus=str(tmp_path / "corpus.txt"), model=model)
+        PRETRAIN.format(corpus=str(tmp_path / "corpus.txt"), model=model, steps=2)
     )
     write_task(tmp_path / "train.tsv", 24)
     write_task(tmp_path / "dev.tsv", 11)
