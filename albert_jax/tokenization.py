@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import tempfile
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -220,12 +221,15 @@ def train_sentencepiece(
     input_sentence_size: int = 10_000_000,
     seed_sentencepiece_size: int = 1_000_000,
     num_threads: int = 2,
+    hard_vocab_limit: bool = True,
     extra_args: dict | None = None,
 ) -> SentencePieceTokenizer:
     """Trains an ALBERT-convention SentencePiece model on preprocessed ``sentences``.
 
     Writes ``spiece.model``, ``spiece.vocab`` and ``tokenizer.json`` (settings used at encode
-    time) to ``out_dir`` and returns the loaded, checked tokenizer.
+    time) to ``out_dir`` and returns the loaded, checked tokenizer. A corpus too small for
+    ``vocab_size`` is an error giving the largest size it allows, unless ``hard_vocab_limit`` is
+    False (SentencePiece then stops below ``vocab_size``).
     """
     out_dir = os.fspath(out_dir)
     os.makedirs(out_dir, exist_ok=True)
@@ -256,17 +260,27 @@ def train_sentencepiece(
             input_sentence_size=input_sentence_size,
             seed_sentencepiece_size=seed_sentencepiece_size,
             num_threads=num_threads,
+            hard_vocab_limit=hard_vocab_limit,
             minloglevel=2,
         )
         args.update(extra_args or {})
         try:
             spm.SentencePieceTrainer.train(**args)
         except RuntimeError as e:
+            limit = re.search(r"Vocabulary size too high \((\d+)\).*<= (\d+)", str(e))
+            if limit:
+                raise TokenizerError(
+                    f"vocab_size={limit.group(1)} is more than this corpus allows: at most "
+                    f"{limit.group(2)}. Lower it (--vocab_size / data.vocab_size), or let "
+                    "SentencePiece stop below it (--nohard_vocab_limit / "
+                    "data.hard_vocab_limit=False)"
+                ) from None
             raise TokenizerError(f"SentencePiece training failed: {e}") from e
+    size = spm.SentencePieceProcessor(model_file=os.path.join(out_dir, MODEL_FILE)).get_piece_size()
     meta = TokenizerMeta(
         lower_case=lower_case,
         keep_accents=keep_accents,
-        vocab_size=vocab_size,
+        vocab_size=size,  # below the requested size when hard_vocab_limit is False
         character_coverage=character_coverage,
         model_type=model_type,
     )
@@ -287,6 +301,55 @@ def load_tokenizer(path: str | os.PathLike, **kwargs):
     if os.path.exists(os.path.join(path, VOCAB_FILE)):
         return WordPieceTokenizer.from_dir(path, **kwargs)
     raise TokenizerError(f"no {MODEL_FILE} or {VOCAB_FILE} in {path!r}")
+
+
+def pretraining_ids(tokenizer) -> dict[str, int]:
+    """The ids pretraining examples are built with, read from the tokenizer (ALBERT's
+    SentencePiece models: 2, 3, 4 and 0; BERT-style WordPiece vocabularies: 101, 102, 103, 0)."""
+    ids = tokenizer.special_ids()
+    out = {
+        "cls": ids.get(CLS, -1),
+        "sep": ids.get(SEP, -1),
+        "mask": ids.get(MASK, -1),
+        "pad": ids.get(PAD, ids.get("[PAD]", -1)),
+    }
+    missing = [k for k, v in out.items() if v is None or v < 0]
+    if missing:
+        raise TokenizerError(
+            f"the tokenizer has no {', '.join(missing)} symbol ({ids}): pretraining needs "
+            "[CLS], [SEP], [MASK] and a padding id"
+        )
+    return out
+
+
+def read_tokenizer(path: str | os.PathLike, *, lower_case: bool = True, keep_accents=False):
+    """A tokenizer someone brings (``data.tokenizer_model``): a SentencePiece ``.model`` file, a
+    WordPiece ``vocab.txt``, or a directory (ours, transformers' or a Google release). For a bare
+    file the casing is ``lower_case``; a directory's own settings win."""
+    from albert_jax.wordpiece import WordPieceTokenizer
+
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        if os.path.exists(os.path.join(path, META_FILE)):
+            return load_tokenizer(path)
+        tok = find_tokenizer(path)
+        if tok is None:
+            raise TokenizerError(f"{path}: no SentencePiece .model or WordPiece vocab*.txt in it")
+        return tok
+    if not os.path.isfile(path):
+        raise TokenizerError(f"tokenizer {path!r}: no such file or directory")
+    if path.endswith(".txt"):
+        return WordPieceTokenizer.from_file(path, lower_case=lower_case)
+    with open(path, "rb") as f:
+        proto = f.read()
+    try:
+        return SentencePieceTokenizer(
+            proto, lower_case=lower_case, keep_accents=keep_accents, check=False
+        )
+    except RuntimeError as e:  # sentencepiece cannot parse it
+        raise TokenizerError(
+            f"{path}: not a SentencePiece model ({e}); a WordPiece vocabulary must end in .txt"
+        ) from None
 
 
 def save_tokenizer(tokenizer, out_dir: str | os.PathLike) -> None:

@@ -16,6 +16,7 @@ import os
 from absl import app, flags
 from ml_collections import config_flags
 
+from albert_jax import cli
 from albert_jax.tasks.finetuning import run
 from albert_jax.train.metrics import log_to_file
 
@@ -40,4 +41,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -17,6 +17,7 @@ import jax
 from absl import app, flags
 from ml_collections import config_flags
 
+from albert_jax import cli
 from albert_jax.data import corpus
 from albert_jax.data.pipeline import resolve_paths
 from albert_jax.train.metrics import log_to_file
@@ -52,4 +53,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -18,6 +18,7 @@ import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
+from albert_jax import cli
 from albert_jax.data import masking
 from albert_jax.data.pipeline import load_tokenizer, make_iterator, resolve_paths
 from albert_jax.tokenization import MASK_ID
@@ -181,4 +182,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

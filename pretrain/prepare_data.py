@@ -18,6 +18,7 @@ import json
 from absl import app, flags
 from ml_collections import config_flags
 
+from albert_jax import cli
 from albert_jax.data import corpus
 from albert_jax.data.pipeline import resolve_paths
 
@@ -35,4 +36,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -16,6 +16,7 @@ import json
 from absl import app, flags
 from ml_collections import config_flags
 
+from albert_jax import cli
 from albert_jax.data import corpus
 from albert_jax.data.pipeline import resolve_paths
 from albert_jax.tokenization import train_sentencepiece
@@ -31,6 +32,9 @@ _LOWER = flags.DEFINE_boolean("lower_case", None, "Lower-case text before encodi
 _MODEL_TYPE = flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe"], "spm model type.")
 _MAX_SENT = flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled by spm.")
 _THREADS = flags.DEFINE_integer("num_threads", 2, "Training threads.")
+_HARD_LIMIT = flags.DEFINE_boolean(
+    "hard_vocab_limit", None, "False: stop below --vocab_size when the corpus is too small."
+)
 
 
 def _pick(flag_value, config_value, default=None):
@@ -79,6 +83,7 @@ def main(argv):
         model_type=_MODEL_TYPE.value,
         input_sentence_size=_MAX_SENT.value,
         num_threads=_THREADS.value,
+        hard_vocab_limit=bool(_pick(_HARD_LIMIT.value, get("hard_vocab_limit"), True)),
     )
     read = {
         "lines": stats.lines,
@@ -89,4 +94,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

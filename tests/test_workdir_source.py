@@ -211,7 +211,7 @@ from configs.pretrain.cpu_small import get_config as cpu_small
 
 def get_config(arg=None):
     c = cpu_small()
-    c.data.input_files = [{corpus!r}]
+    c.data.input_files = {corpus!r}
     c.data.input_format = "text"
     c.data.corpus_name = "tiny"
     c.data.vocab_size = 100

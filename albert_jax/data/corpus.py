@@ -28,6 +28,8 @@ order; we keep that, so the contiguous per-process shards mix all input files.
 from __future__ import annotations
 
 import dataclasses
+import glob
+import hashlib
 import json
 import logging
 import os
@@ -70,6 +72,60 @@ class CorpusStats:
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def input_patterns(value) -> list[str]:
+    """``data.input_files`` as a list: a comma-separated string (what a command-line override
+    gives) or a list of strings. Each entry is a file, a directory or a glob."""
+    items = value.split(",") if isinstance(value, str) else [str(v) for v in (value or ())]
+    return [i.strip() for i in items if i.strip()]
+
+
+def expand_inputs(patterns: Sequence[str]) -> list[str]:
+    """The files named by ``patterns`` in order: a file as is, a directory as every file under it
+    (sorted, hidden names skipped), a glob (``*``, ``?``, ``[``, ``**``) as its sorted matches.
+    A pattern that names nothing is an error naming it."""
+    files: list[str] = []
+    for pattern in patterns:
+        if glob.has_magic(pattern):
+            found = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+        elif os.path.isdir(pattern):
+            found = []
+            for root, dirs, names in os.walk(pattern):
+                dirs[:] = [n for n in dirs if not n.startswith(".")]  # os.walk descends these
+                found += [os.path.join(root, n) for n in names if not n.startswith(".")]
+            found.sort()
+        else:
+            found = [pattern] if os.path.isfile(pattern) else []
+        if not found:
+            what = "directory holds no files" if os.path.isdir(pattern) else "no such file"
+            if glob.has_magic(pattern):
+                what = "the pattern matches no file"
+            raise CorpusError(f"data.input_files: {pattern!r}: {what}")
+        files.extend(f for f in found if f not in files)
+    return files
+
+
+def auto_corpus_name(data_config) -> str:
+    """A corpus name from the inputs: the first input's stem and a hash of everything that
+    decides the corpus's content, so that other inputs or settings never reuse a built corpus."""
+    d = data_config
+    patterns = input_patterns(d.get("input_files", ()))
+    keys = [
+        patterns,
+        d.get("input_format", "text"),
+        d.get("text_field", "text"),
+        d.get("tfds_name", ""),
+        d.get("tfds_split", "train"),
+        int(d.get("max_sentence_tokens", 512)),
+        d.get("tokenizer_model", ""),
+        int(d.get("vocab_size", 0)),
+        bool(d.get("lower_case", True)),
+    ]
+    first = d.get("tfds_name", "") or (patterns[0] if patterns else "corpus")
+    stem = re.sub(r"[^a-z0-9]+", "_", os.path.basename(first.rstrip("/*")).split(".")[0].lower())
+    digest = hashlib.sha1(json.dumps(keys).encode()).hexdigest()[:8]
+    return f"{stem.strip('_') or 'corpus'}_{digest}"
 
 
 def split_sentences(text: str) -> list[str]:
@@ -130,10 +186,8 @@ def read_documents(
         yield from _read_tfds(tfds_name, tfds_split, tfds_data_dir, text_field, stats)
         return
     if not paths:
-        raise CorpusError("no input files given")
-    for path in paths:
-        if not os.path.exists(path):
-            raise CorpusError(f"input file not found: {path}")
+        raise CorpusError("no input files given (data.input_files)")
+    for path in expand_inputs(paths):
         lines = _lines(path, stats, on_invalid_utf8)
         if input_format == "text":
             doc: list[str] = []
@@ -309,10 +363,11 @@ def _make_builder_classes():
             return {"train": self._generate_examples()}
 
         def _generate_examples(self):
-            from albert_jax.tokenization import SentencePieceTokenizer
+            from albert_jax.tokenization import MODEL_FILE, load_tokenizer
 
             cfg = self.builder_config
-            tok = SentencePieceTokenizer.from_dir(cfg.tokenizer_dir)
+            is_spm = os.path.exists(os.path.join(cfg.tokenizer_dir, MODEL_FILE))
+            tok = load_tokenizer(cfg.tokenizer_dir, **({"check": False} if is_spm else {}))
             self.corpus_stats = stats = CorpusStats()
             docs = read_documents(
                 list(cfg.input_files),
@@ -348,7 +403,9 @@ def builder_classes():
 
 
 def corpus_name(data_config) -> str:
-    return str(data_config.get("corpus_name", "corpus"))
+    """``data.corpus_name``, or when it is empty a name derived from the inputs (see
+    ``auto_corpus_name``; ``resolve_paths`` fills it in)."""
+    return str(data_config.get("corpus_name", "") or auto_corpus_name(data_config))
 
 
 def make_builder(data_config):
@@ -356,7 +413,7 @@ def make_builder(data_config):
     config_cls, builder_cls = builder_classes()
     cfg = config_cls(
         name=corpus_name(data_config),
-        input_files=tuple(str(p) for p in data_config.input_files),
+        input_files=tuple(input_patterns(data_config.input_files)),
         input_format=data_config.input_format,
         text_field=data_config.get("text_field", "text"),
         tokenizer_dir=str(data_config.tokenizer_dir),
@@ -378,15 +435,68 @@ def prepare(data_config) -> CorpusStats | None:
     return builder.corpus_stats
 
 
+def _provenance(d) -> dict:
+    """What an automatically trained tokenizer was trained on and with (kept in its
+    tokenizer.json so that a workdir reused with other inputs cannot silently keep it)."""
+    return {
+        "input_files": input_patterns(d.input_files),
+        "input_format": d.input_format,
+        "vocab_size": int(d.vocab_size),
+        "lower_case": bool(d.lower_case),
+    }
+
+
 def ensure_tokenizer(data_config) -> bool:
-    """Trains the configured tokenizer on the configured input if it is missing; True if trained."""
-    from albert_jax.tokenization import MODEL_FILE, train_sentencepiece
+    """Puts the corpus tokenizer in ``data.tokenizer_dir`` if it is not there: a copy of
+    ``data.tokenizer_model`` when that is set, else one trained on the configured input. Returns
+    True if it trained one. A tokenizer already there must be the one the config asks for."""
+    from albert_jax.tokenization import (
+        META_FILE,
+        MODEL_FILE,
+        read_tokenizer,
+        save_tokenizer,
+        train_sentencepiece,
+    )
+    from albert_jax.wordpiece import VOCAB_FILE
 
     d = data_config
-    if os.path.exists(os.path.join(d.tokenizer_dir, MODEL_FILE)):
+    where = d.tokenizer_dir
+    present = any(os.path.exists(os.path.join(where, f)) for f in (MODEL_FILE, VOCAB_FILE))
+    meta_path = os.path.join(where, META_FILE)
+    meta = {}
+    if present and os.path.exists(meta_path):
+        with open(meta_path) as f:
+            meta = json.load(f)
+    fix = (
+        f"delete {where} (and the corpus built with it), or use another --workdir or "
+        "data.tokenizer_dir"
+    )
+    if d.get("tokenizer_model"):
+        src = os.path.abspath(os.path.expanduser(d.tokenizer_model))
+        if present:
+            if meta.get("source") != src:
+                raise CorpusError(
+                    f"{where} holds a tokenizer from {meta.get('source') or 'training'}, not "
+                    f"data.tokenizer_model={src}: {fix}"
+                )
+            return False
+        tok = read_tokenizer(src, lower_case=bool(d.lower_case))
+        save_tokenizer(tok, where)
+        with open(meta_path) as f:
+            meta = json.load(f)
+        with open(meta_path, "w") as f:
+            json.dump({**meta, "source": src}, f, indent=2)
+        return False
+    if present:
+        trained_on = meta.get("trained_on")
+        if trained_on is not None and trained_on != _provenance(d):
+            raise CorpusError(
+                f"the tokenizer in {where} was trained with {trained_on}, but the config now "
+                f"asks for {_provenance(d)}: {fix}"
+            )
         return False
     docs = read_documents(
-        list(d.input_files),
+        input_patterns(d.input_files),
         d.input_format,
         text_field=d.get("text_field", "text"),
         on_invalid_utf8=d.get("on_invalid_utf8", "skip"),
@@ -396,11 +506,16 @@ def ensure_tokenizer(data_config) -> bool:
     )
     train_sentencepiece(
         (s for doc in docs for s in doc),
-        d.tokenizer_dir,
+        where,
         vocab_size=int(d.vocab_size),
         character_coverage=float(d.character_coverage),
         lower_case=bool(d.lower_case),
+        hard_vocab_limit=bool(d.get("hard_vocab_limit", True)),
     )
+    with open(meta_path) as f:
+        meta = json.load(f)
+    with open(meta_path, "w") as f:
+        json.dump({**meta, "trained_on": _provenance(d)}, f, indent=2)
     return True
 
 

@@ -62,6 +62,7 @@ def mask_tokens(
     ngram: int = 3,
     favor_shorter_ngram: bool = True,
     probs: np.ndarray | None = None,
+    mask_id: int = MASK_ID,
 ) -> MaskResult:
     """Masks one sequence. ``special``: bool mask of [CLS]/[SEP]/pad positions (never masked)."""
     tokens = np.asarray(tokens, np.int32)
@@ -111,7 +112,7 @@ def mask_tokens(
     k = len(pos)
     r = rng.random(2 * k)
     random_ids = rng.integers(0, vocab_size, size=k, dtype=np.int32)
-    new = np.where(r[:k] < 0.8, np.int32(MASK_ID), np.where(r[k:] < 0.5, labels, random_ids))
+    new = np.where(r[:k] < 0.8, np.int32(mask_id), np.where(r[k:] < 0.5, labels, random_ids))
     out = tokens.copy()
     out[pos] = new
     return MaskResult(out, pos, labels, np.asarray(span_words, np.int32), budget)

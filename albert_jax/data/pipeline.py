@@ -37,7 +37,7 @@ import grain
 import numpy as np
 
 from albert_jax.data import corpus, masking, pairs
-from albert_jax.tokenization import PAD_ID, SentencePieceTokenizer
+from albert_jax.tokenization import CLS_ID, MASK_ID, PAD_ID, SEP_ID
 
 _PERM_STREAM, _PAIR_STREAM, _MASK_STREAM = 0, 1, 2
 
@@ -58,27 +58,50 @@ class DataConfigError(ValueError):
 
 def resolve_paths(data_config, workdir: str | None = None):
     """Copy of ``data_config`` with ``data_dir`` made absolute (relative to ``workdir`` or the
-    current directory) and ``tokenizer_dir`` / ``tfds_data_dir`` relative to ``data_dir``."""
+    current directory), ``tokenizer_dir`` / ``tfds_data_dir`` relative to ``data_dir``, the input
+    files a list of absolute patterns (relative to the current directory, as a shell would take
+    them) and an empty ``corpus_name`` named from them (``corpus.auto_corpus_name``)."""
+    from albert_jax.data.corpus import auto_corpus_name, input_patterns
+
     cfg = data_config.copy_and_resolve_references()
     base = workdir or os.getcwd()
     with cfg.unlocked():
         cfg.data_dir = os.path.abspath(os.path.join(base, os.path.expanduser(cfg.data_dir)))
         cfg.tokenizer_dir = os.path.join(cfg.data_dir, os.path.expanduser(cfg.tokenizer_dir))
-        cfg.input_files = [os.path.abspath(os.path.join(base, p)) for p in cfg.input_files]
+        files = [
+            p if "://" in p else os.path.abspath(os.path.expanduser(p))
+            for p in input_patterns(cfg.get("input_files", ()))
+        ]
+        if "input_files" in cfg:
+            del cfg["input_files"]  # the field may hold a string (a command-line value)
+        cfg.input_files = files
+        if not cfg.get("corpus_name"):
+            cfg.corpus_name = auto_corpus_name(cfg)
         if cfg.get("tfds_data_dir"):
             cfg.tfds_data_dir = os.path.join(cfg.data_dir, os.path.expanduser(cfg.tfds_data_dir))
     return cfg
 
 
-def load_tokenizer(data_config, model_vocab_size: int | None = None) -> SentencePieceTokenizer:
-    """The corpus tokenizer, checked against the conventions and the configured vocab sizes."""
-    tok = SentencePieceTokenizer.from_dir(data_config.tokenizer_dir)
-    if int(data_config.vocab_size) != tok.vocab_size:
+def load_tokenizer(data_config, model_vocab_size: int | None = None):
+    """The corpus tokenizer (SentencePiece or WordPiece) in ``data.tokenizer_dir``, checked for
+    the symbols pretraining needs and against the configured vocab sizes. With
+    ``data.hard_vocab_limit=False`` SentencePiece may have stopped below ``data.vocab_size``; the
+    model then keeps ``vocab_size`` rows, the ones past the tokenizer's never used."""
+    from albert_jax.tokenization import MODEL_FILE, pretraining_ids
+    from albert_jax.tokenization import load_tokenizer as load_dir
+
+    where = data_config.tokenizer_dir
+    is_spm = os.path.exists(os.path.join(where, MODEL_FILE))
+    tok = load_dir(where, check=False) if is_spm else load_dir(where)
+    pretraining_ids(tok)
+    want = int(data_config.vocab_size)
+    soft = not data_config.get("hard_vocab_limit", True)
+    if tok.vocab_size != want and not (soft and tok.vocab_size < want):
         raise DataConfigError(
-            f"tokenizer at {data_config.tokenizer_dir} has {tok.vocab_size} pieces but "
-            f"data.vocab_size={data_config.vocab_size}"
+            f"tokenizer at {where} has {tok.vocab_size} pieces but data.vocab_size={want}: "
+            f"set --config.data.vocab_size={tok.vocab_size}"
         )
-    if model_vocab_size is not None:
+    if model_vocab_size is not None and not soft:
         tok.check_vocab_size(model_vocab_size)
     return tok
 
@@ -133,10 +156,19 @@ class ExampleSpec:
     vocab_size: int
     seed: int
     debug: bool = False
+    # The tokenizer's [CLS], [SEP], [MASK] and padding ids (defaults: ALBERT's SentencePiece).
+    cls_id: int = CLS_ID
+    sep_id: int = SEP_ID
+    mask_id: int = MASK_ID
+    pad_id: int = PAD_ID
 
     @classmethod
-    def from_config(cls, d) -> ExampleSpec:
+    def from_config(cls, d, tokenizer=None) -> ExampleSpec:
+        from albert_jax.tokenization import pretraining_ids
+
+        ids = pretraining_ids(tokenizer) if tokenizer is not None else {}
         return cls(
+            **{f"{k}_id": v for k, v in ids.items()},
             max_seq_length=int(d.max_seq_length),
             max_predictions=int(d.max_predictions),
             masked_lm_prob=float(d.masked_lm_prob),
@@ -145,7 +177,7 @@ class ExampleSpec:
             favor_shorter_ngram=bool(d.favor_shorter_ngram),
             mode=str(d.mode),
             single_segment=str(d.get("single_segment", "random_doc")),
-            vocab_size=int(d.vocab_size),
+            vocab_size=int(tokenizer.vocab_size if tokenizer is not None else d.vocab_size),
             seed=int(d.seed),
             debug=bool(d.get("debug", False)),
         )
@@ -177,9 +209,14 @@ def finalize(
     S, P = spec.max_seq_length, spec.max_predictions
     n = len(inst.tokens)
     special = np.zeros(n, np.bool_)
-    special[[0, inst.len_a + 1, n - 1]] = True  # [CLS], middle [SEP], final [SEP]
+    at = [0, inst.len_a + 1, n - 1]  # [CLS], middle [SEP], final [SEP]
+    special[at] = True
+    tokens = inst.tokens
+    if (spec.cls_id, spec.sep_id) != (CLS_ID, SEP_ID):  # this tokenizer's ids, not ALBERT's
+        tokens = tokens.copy()
+        tokens[at] = (spec.cls_id, spec.sep_id, spec.sep_id)
     m = masking.mask_tokens(
-        inst.tokens,
+        tokens,
         inst.token_boundary,
         special,
         rng,
@@ -189,10 +226,11 @@ def finalize(
         ngram=spec.ngram,
         favor_shorter_ngram=spec.favor_shorter_ngram,
         probs=probs,
+        mask_id=spec.mask_id,
     )
     k = len(m.positions)
     ex = {
-        "input_ids": np.full(S, PAD_ID, np.int32),
+        "input_ids": np.full(S, spec.pad_id, np.int32),
         "input_mask": np.zeros(S, np.int32),
         "segment_ids": np.zeros(S, np.int32),
         "masked_lm_positions": np.zeros(P, np.int32),
@@ -212,7 +250,7 @@ def finalize(
         span_counts = np.bincount(m.span_words, minlength=spec.ngram + 1)[1:].astype(np.int32)
         ex.update(
             token_boundary=tb,
-            original_ids=np.pad(inst.tokens, (0, S - n)),
+            original_ids=np.pad(tokens, (0, S - n), constant_values=spec.pad_id),
             length=np.int32(n),
             len_a=np.int32(inst.len_a),
             num_masked=np.int32(k),
@@ -383,15 +421,14 @@ def make_dataset(
     """
     d = data_config
     per_process = check_config(d, process_count)
-    if check_tokenizer:
-        load_tokenizer(d, model_vocab_size)
+    tok = load_tokenizer(d, model_vocab_size) if check_tokenizer else None
     if source is None:
         source = corpus.open_source(d, split)
     num_docs = len(source)
     if num_docs == 0:
         raise DataConfigError(f"split {split!r} has no documents")
     lo, hi = shard_bounds(num_docs, process_index, process_count)
-    spec = ExampleSpec.from_config(d)
+    spec = ExampleSpec.from_config(d, tok)
     docs = DocumentExamples(source, spec, lo, hi, process_index, int(d.get("docs_per_element", 8)))
     ds = grain.MapDataset.range(docs.num_blocks).repeat(num_epochs)
     ds = ds.map_with_index(docs)

@@ -22,9 +22,10 @@ def peoples_daily_path() -> str:
 def get_data_config() -> ml_collections.ConfigDict:
     d = ml_collections.ConfigDict()
     # Corpus: raw input -> tokenized TFDS ArrayRecord under data_dir/<builder>/<corpus_name>.
-    d.corpus_name = "peoples_daily_1998"
-    d.input_files = [peoples_daily_path()]
+    # input_files: comma-separated files, directories (every file under them) and globs.
+    d.input_files = peoples_daily_path()
     d.input_format = "tagged"  # text | jsonl | tagged | tfds
+    d.corpus_name = ""  # '' = named from the inputs and settings (a new name when they change)
     d.text_field = "text"  # jsonl / tfds
     d.tfds_name = ""  # input_format='tfds': an existing ArrayRecord text dataset
     d.tfds_split = "train"
@@ -32,11 +33,15 @@ def get_data_config() -> ml_collections.ConfigDict:
     d.on_invalid_utf8 = "skip"  # or 'error'
     d.max_sentence_tokens = 512  # longer sentences are cut (counted in the build stats)
     d.data_dir = "data"  # relative to the working directory
-    # Tokenizer (relative to data_dir).
+    # Tokenizer: trained on the input into tokenizer_dir (relative to data_dir) unless
+    # tokenizer_model names one to use (a SentencePiece .model, a WordPiece vocab.txt or a
+    # transformers / Google release directory), which is then copied there.
     d.tokenizer_dir = "tokenizer"
+    d.tokenizer_model = ""
     d.vocab_size = 8000
+    d.hard_vocab_limit = True  # False: a corpus too small for vocab_size gets fewer pieces
     d.character_coverage = 0.9995  # Chinese; ~1.0 for English
-    d.lower_case = True
+    d.lower_case = True  # for tokenizer_model files too (a directory's own setting wins)
     # Examples.
     d.max_seq_length = 128
     d.max_predictions = 20
