@@ -6,6 +6,11 @@ command resumes from the newest readable checkpoint with exactly the next batche
 reaches `total_steps` ends by writing `WORKDIR/model`: the final parameters as an albert_jax
 checkpoint with the corpus tokenizer, read back from the newest train-state checkpoint by the same
 code as `python -m albert_jax.convert WORKDIR OUT`.
+
+Continued pretraining (domain adaptation): `--config.init=SRC` starts from any checkpoint
+`albert_jax.convert` reads (ours, transformers, a Google TF1 checkpoint, a pretraining workdir).
+The model is then the checkpoint's (`config.model` is replaced by it), the corpus is tokenized
+with the checkpoint's tokenizer (or `data.tokenizer_model`), and heads it lacks start fresh.
 """
 
 from __future__ import annotations
@@ -28,6 +33,30 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_c
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory: data, checkpoints, metrics.")
 
 
+def start_from(config):
+    """The checkpoint at `config.init`; `config.model` and `data.vocab_size` become its own, so
+    that the workdir's config (and everything that reads it back) describes this model."""
+    import dataclasses
+
+    import ml_collections
+
+    from albert_jax.tasks.finetuning import load_init
+
+    source, _ = load_init(config.init)
+    if source.tokenizer is None and not config.data.get("tokenizer_model"):
+        raise corpus.CorpusError(
+            f"{config.init} has no tokenizer: name one with --config.data.tokenizer_model=PATH"
+        )
+    fields = dataclasses.asdict(source.config)
+    with config.unlocked():
+        config.model = ml_collections.ConfigDict({"preset": "albert-base", **fields})
+        config.data.vocab_size = source.config.vocab_size
+    print(
+        f"continued pretraining from {source.location}: {source.config.layout} layout", flush=True
+    )
+    return source
+
+
 def main(argv):
     del argv
     if _CONFIG.value is None or _WORKDIR.value is None:
@@ -36,14 +65,17 @@ def main(argv):
     if jax.process_index() == 0:  # library chatter (TFDS, orbax) to the log file, not the console
         log_to_file(os.path.join(_WORKDIR.value, "train.log"))
     maybe_initialize_distributed(config)
+    source = start_from(config) if config.get("init") else None
     data = resolve_paths(config.data, _WORKDIR.value)
     if jax.process_index() == 0:
-        print(json.dumps({"data": corpus.build(data)}), flush=True)
+        tok = source.tokenizer if source is not None else None
+        summary = corpus.build(data, tokenizer=tok, source=config.get("init", ""))
+        print(json.dumps({"data": summary}), flush=True)
     if jax.process_count() > 1:
         from jax.experimental import multihost_utils
 
         multihost_utils.sync_global_devices("corpus built")
-    train(config, _WORKDIR.value, PretrainingTask(config, data))
+    train(config, _WORKDIR.value, PretrainingTask(config, data, pretrained=source))
     if jax.process_index() == 0:
         write_model(_WORKDIR.value, int(config.total_steps))
     if jax.process_count() > 1:  # the others wait, so no process exits while it writes

@@ -2,6 +2,10 @@ r"""Prints decoded pretraining examples and summary statistics, or writes them a
 
   python -m pretrain.inspect_data --config configs/pretrain/cpu_small.py --n 5
   python -m pretrain.inspect_data --config configs/pretrain/cpu_small.py --jsonl ex.jsonl --n 100
+  python -m pretrain.inspect_data --config configs/pretrain/cpu_small.py --jsonl ex.jsonl --epochs 1
+
+With ``--epochs N`` the split is read N times over and then ends; with ``--jsonl`` every example
+of those epochs is streamed to the file (one at a time: memory does not grow with the corpus).
 
 In the printout ``[CLS]``/``[SEP]`` split the segments (``A`` then ``B``), a masked token is shown
 as ``{shown>original}`` (``{[MASK]>x}``, ``{x>x}`` kept, ``{y>x}`` random), and the label line says
@@ -11,6 +15,7 @@ whether the pair is in natural order, swapped, or has a random-document ``B``. T
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 
@@ -21,7 +26,7 @@ from ml_collections import config_flags
 from albert_jax import cli
 from albert_jax.data import masking
 from albert_jax.data.pipeline import load_tokenizer, make_iterator, resolve_paths
-from albert_jax.tokenization import MASK_ID
+from albert_jax.tokenization import MASK_ID, pretraining_ids
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (uses config.data).")
 _N = flags.DEFINE_integer("n", 5, "Examples to print / write.")
@@ -29,6 +34,9 @@ _JSONL = flags.DEFINE_string("jsonl", None, "Write N examples as JSON lines to t
 _STATS_N = flags.DEFINE_integer("stats_n", 1000, "Examples for the summary statistics.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Base for relative paths (default: cwd).")
 _SPLIT = flags.DEFINE_string("split", "train", "Split.")
+_EPOCHS = flags.DEFINE_integer(
+    "epochs", None, "Read the split this many times, then stop; with --jsonl write them all."
+)
 
 
 def iter_examples(batches):
@@ -73,7 +81,9 @@ def unpadded(ex: dict) -> dict:
     return out
 
 
-def summarize(examples: list[dict], max_predictions: int, masked_lm_prob: float) -> dict:
+def summarize(
+    examples: list[dict], max_predictions: int, masked_lm_prob: float, mask_id: int = MASK_ID
+) -> dict:
     """Statistics of debug-enabled examples (see ``data.debug``)."""
     spans = np.sum([ex["span_counts"] for ex in examples], axis=0)
     total_spans = int(spans.sum())
@@ -88,7 +98,7 @@ def summarize(examples: list[dict], max_predictions: int, masked_lm_prob: float)
         budget_ok += int(k == want)
     shown_a, orig_a = np.concatenate(shown), np.concatenate(orig)
     n_masked = len(shown_a)
-    is_mask = shown_a == MASK_ID
+    is_mask = shown_a == mask_id
     kept = (~is_mask) & (shown_a == orig_a)
     labels = np.array([int(ex["sentence_order_label"]) for ex in examples])
     multi = np.array([int(ex["num_chunk_segments"]) >= 2 for ex in examples])
@@ -158,26 +168,31 @@ def main(argv):
     if _CONFIG.value is None:
         raise app.UsageError("--config is required")
     d = resolve_paths(_CONFIG.value.data, _WORKDIR.value)
+    epochs = _EPOCHS.value
     with d.unlocked():
         d.debug = True
         d.worker_count = 0
+        if epochs:
+            d.global_batch_size = 1  # no example dropped with a last partial batch
     tok = load_tokenizer(d)
-    it = make_iterator(d, _SPLIT.value)
-    need = _N.value if _JSONL.value else max(_N.value, _STATS_N.value)
-    examples = []
-    for ex in iter_examples(it):
-        examples.append(ex)
-        if len(examples) >= need:
-            break
+    examples = iter_examples(make_iterator(d, _SPLIT.value, num_epochs=epochs))
     if _JSONL.value:
+        limit = None if epochs else _N.value
+        n = 0
         with open(_JSONL.value, "w") as f:
-            for ex in examples[: _N.value]:
+            for ex in examples:
                 f.write(json.dumps(unpadded(ex), ensure_ascii=False) + "\n")
-        print(json.dumps({"wrote": _N.value, "file": _JSONL.value}))
+                n += 1
+                if n == limit:
+                    break
+        print(json.dumps({"wrote": n, "file": _JSONL.value, "epochs": epochs}))
         return
-    for ex in examples[: _N.value]:
+    held = list(itertools.islice(examples, max(_N.value, _STATS_N.value)))
+    for ex in held[: _N.value]:
         print(render(ex, tok))
-    stats = summarize(examples, int(d.max_predictions), float(d.masked_lm_prob))
+    stats = summarize(
+        held, int(d.max_predictions), float(d.masked_lm_prob), pretraining_ids(tok)["mask"]
+    )
     print(json.dumps(stats, indent=1), file=sys.stdout)
 
 

@@ -446,10 +446,11 @@ def _provenance(d) -> dict:
     }
 
 
-def ensure_tokenizer(data_config) -> bool:
+def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
     """Puts the corpus tokenizer in ``data.tokenizer_dir`` if it is not there: a copy of
-    ``data.tokenizer_model`` when that is set, else one trained on the configured input. Returns
-    True if it trained one. A tokenizer already there must be the one the config asks for."""
+    ``data.tokenizer_model`` when that is set, else ``tokenizer`` (the one of the checkpoint at
+    ``source`` that continued pretraining starts from), else one trained on the configured input.
+    Returns True if it trained one. A tokenizer already there must be the one asked for."""
     from albert_jax.tokenization import (
         META_FILE,
         MODEL_FILE,
@@ -471,8 +472,9 @@ def ensure_tokenizer(data_config) -> bool:
         f"delete {where} (and the corpus built with it), or use another --workdir or "
         "data.tokenizer_dir"
     )
-    if d.get("tokenizer_model"):
-        src = os.path.abspath(os.path.expanduser(d.tokenizer_model))
+    if d.get("tokenizer_model") or tokenizer is not None:
+        given = d.get("tokenizer_model")
+        src = os.path.abspath(os.path.expanduser(given)) if given else source
         if present:
             if meta.get("source") != src:
                 raise CorpusError(
@@ -480,7 +482,7 @@ def ensure_tokenizer(data_config) -> bool:
                     f"data.tokenizer_model={src}: {fix}"
                 )
             return False
-        tok = read_tokenizer(src, lower_case=bool(d.lower_case))
+        tok = read_tokenizer(src, lower_case=bool(d.lower_case)) if given else tokenizer
         save_tokenizer(tok, where)
         with open(meta_path) as f:
             meta = json.load(f)
@@ -519,11 +521,12 @@ def ensure_tokenizer(data_config) -> bool:
     return True
 
 
-def build(data_config, train_tokenizer: bool = True) -> dict:
-    """Tokenizer (if missing and allowed) + checks + corpus; a summary dict. Paths resolved."""
+def build(data_config, train_tokenizer: bool = True, tokenizer=None, source: str = "") -> dict:
+    """Tokenizer (if missing and allowed; see ``ensure_tokenizer``) + checks + corpus; a summary
+    dict. Paths resolved."""
     from albert_jax.data.pipeline import load_tokenizer
 
-    trained = ensure_tokenizer(data_config) if train_tokenizer else False
+    trained = ensure_tokenizer(data_config, tokenizer, source) if train_tokenizer else False
     load_tokenizer(data_config)  # conventions + vocab size, before spending time on the corpus
     stats = prepare(data_config)
     builder = make_builder(data_config)

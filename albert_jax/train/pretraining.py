@@ -29,13 +29,25 @@ class PretrainingTask:
 
     progress_keys = ("loss", "mlm_accuracy", "sop_accuracy", "learning_rate")
 
-    def __init__(self, config, data_config, model_config=None):
+    def __init__(self, config, data_config, model_config=None, pretrained=None):
+        """`pretrained`: a `convert.Source` to start from (continued pretraining); the trainer
+        loads its parameters unless the run resumes from its own checkpoint."""
         self.config = config
         self.data = data_config
         self.model_config = model_config or model_config_from(config)
+        self.pretrained = pretrained
+        if pretrained is not None:
+            self.init_source = pretrained.location
         self.model = AlbertForPreTraining(self.model_config)
         self.global_batch_size = int(data_config.global_batch_size)
         self.seq_length = int(data_config.max_seq_length)
+
+    def pretrained_params(self):
+        from flax import traverse_util
+
+        if self.pretrained is None:
+            return None
+        return traverse_util.flatten_dict(self.pretrained.params, sep="/")
 
     def dummy_batch(self):
         ids = jnp.zeros((1, 8), jnp.int32)

@@ -64,6 +64,7 @@ def get_data_config() -> ml_collections.ConfigDict:
 def trainer_defaults() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.seed = 0
+    c.init = ""  # continued pretraining: start from this checkpoint (see pretrain/__main__.py)
     c.total_steps = 125_000
     c.grad_accum_steps = 1  # micro-batches per step (the global batch is split into them)
     c.mesh_shape = (-1, 1, 1)  # ('data', 'fsdp', 'tensor'); -1 takes the remaining devices
