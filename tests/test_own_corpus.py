@@ -1,0 +1,284 @@
+"""Pretraining on your own corpus as a new user types it: files, directories and globs from the
+command line, a tokenizer brought along (SentencePiece or WordPiece, with its own special ids),
+the vocabulary-size limit, streaming inspection, continued pretraining, and every config
+docstring's documented override."""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from albert_jax import checkpoint
+from albert_jax.data import corpus, pipeline
+from configs.pretrain import common
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CPU_SMALL = os.path.join(ROOT, "configs", "pretrain", "cpu_small.py")
+SP_FIXTURE = os.path.join(ROOT, "tests", "fixtures", "tokenizer_sp", "spiece.model")
+# Small runs: a few steps of a tiny batch, no evaluation, no progress bar.
+SHORT = [
+    "--config.total_steps=2",
+    "--config.optim.warmup_steps=1",
+    "--config.checkpoint_every=2",
+    "--config.eval_every=0",
+    "--config.log_every=1",
+    "--config.progress_bar=False",
+    "--config.data.global_batch_size=4",
+]
+
+
+def run(args, cwd, check=True):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}  # one device, as a laptop
+    proc = subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def documents():
+    """120 People's Daily articles (lists of sentences), as a user's own text."""
+    docs = corpus.read_documents([common.peoples_daily_path()], "tagged")
+    return list(itertools.islice(docs, 120))
+
+
+@pytest.fixture(scope="module")
+def texts(tmp_path_factory, documents):
+    """A directory of UTF-8 text files (one sentence a line, blank line between documents) in
+    a subdirectory too, with a hidden file that must be skipped."""
+    root = tmp_path_factory.mktemp("user")
+    for i, name in enumerate(["texts/a.txt", "texts/b.txt", "texts/sub/c.txt"]):
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join("\n".join(d) + "\n\n" for d in documents[i * 40 : (i + 1) * 40]))
+    (root / "texts" / ".hidden.txt").write_text("not part of the corpus\n")
+    with open(root / "docs.jsonl", "w", encoding="utf-8") as f:
+        for d in documents:
+            f.write(json.dumps({"text": "".join(d)}, ensure_ascii=False) + "\n")
+    return root
+
+
+def test_input_files_are_files_directories_and_globs(texts, monkeypatch):
+    monkeypatch.chdir(texts)
+    a, b, c = (str(texts / "texts" / n) for n in ("a.txt", "b.txt", "sub/c.txt"))
+    assert corpus.input_patterns("texts/a.txt, texts/sub ,") == ["texts/a.txt", "texts/sub"]
+    assert corpus.input_patterns(["x", "y"]) == ["x", "y"]
+    assert corpus.expand_inputs([str(texts / "texts")]) == [a, b, c]  # hidden file skipped
+    assert corpus.expand_inputs([str(texts / "texts" / "**" / "*.txt")]) == [a, b, c]
+    assert corpus.expand_inputs([b, str(texts / "texts" / "*.txt")]) == [b, a]  # no repeats
+    for bad, why in [("nope/*.txt", "matches no file"), ("missing.txt", "no such file")]:
+        with pytest.raises(corpus.CorpusError, match=re.escape(bad) + ".*" + why):
+            corpus.expand_inputs([bad])
+    d = common.get_data_config()
+    d.input_files = "texts/a.txt,texts/sub"  # a command-line value: a string
+    r = pipeline.resolve_paths(d, workdir="/elsewhere")
+    assert r.input_files == [a, str(texts / "texts" / "sub")]  # relative to the cwd, not workdir
+    assert r.data_dir == "/elsewhere/data"
+
+
+def test_corpus_name_follows_inputs_and_settings():
+    d = common.get_data_config()
+    names = set()
+    for files, vocab in [("x.txt", 8000), ("y.txt", 8000), ("x.txt", 4000)]:
+        d.input_files, d.vocab_size = files, vocab
+        names.add(pipeline.resolve_paths(d, "/w").corpus_name)
+    assert len(names) == 3 and all(n.startswith(("x_", "y_")) for n in names)
+    d.input_files, d.vocab_size = "x.txt", 8000
+    assert pipeline.resolve_paths(d, "/w").corpus_name in names  # the same inputs: the same name
+    d.corpus_name = "mine"
+    assert pipeline.resolve_paths(d, "/w").corpus_name == "mine"
+
+
+def test_text_directory_pretrains_from_the_command_line(texts, tmp_path):
+    """README: pretraining on your own files in one command, then the Python API on the output."""
+    work = tmp_path / "run"
+    args = ["-m", "pretrain", "--config", CPU_SMALL, "--workdir", str(work)]
+    args += ["--config.data.input_files=texts", "--config.data.input_format=text"]
+    out = run([*args, "--config.data.vocab_size=3000", *SHORT], cwd=texts).stdout
+    data = json.loads(next(line for line in out.splitlines() if line.startswith('{"data"')))
+    assert data["data"]["documents"] == 120 and data["data"]["tokenizer_trained"]
+    meta = json.loads((work / "data" / "tokenizer" / "tokenizer.json").read_text())
+    assert meta["trained_on"]["input_files"] == [str(texts / "texts")]
+    config, params = checkpoint.load(str(work / "model"))
+    tok = checkpoint.load_tokenizer(str(work / "model"))
+    assert tok.vocab_size == config.vocab_size == 3000
+    from albert_jax.model import AlbertForPreTraining
+
+    ids = np.asarray([tok.encode("人民日报社论")[:6]], np.int32)
+    out = AlbertForPreTraining(config).apply({"params": params}, ids, deterministic=True)
+    assert np.isfinite(np.asarray(out.mlm_logits)).all()
+    # The same workdir with other input files keeps nothing stale: the tokenizer refuses.
+    other = ["--config.data.input_files=docs.jsonl", "--config.data.input_format=jsonl"]
+    proc = run([*args[:-2], *other, "--config.data.vocab_size=3000", *SHORT], texts, check=False)
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: the tokenizer in") and "docs.jsonl" in last
+
+
+def test_jsonl_with_a_tokenizer_model_and_one_epoch_streamed(texts, tmp_path):
+    tok_dir = tmp_path / "tok"
+    out = run(["-m", "pretrain.tokenizer", "--input", "docs.jsonl", "--format", "jsonl",
+               "--vocab_size", "3000", "--out", str(tok_dir)], cwd=texts).stdout  # fmt: skip
+    assert json.loads(out.splitlines()[-1])["input"]["documents"] == 120
+    flags = [
+        "--config", CPU_SMALL, "--workdir", str(tmp_path / "w"),
+        "--config.data.input_files=docs.jsonl", "--config.data.input_format=jsonl",
+        f"--config.data.tokenizer_model={tok_dir / 'spiece.model'}",
+        "--config.data.vocab_size=3000", "--config.data.lower_case=False",
+    ]  # fmt: skip
+    out = run(["-m", "pretrain.prepare_data", *flags], cwd=texts).stdout
+    summary = json.loads(out.splitlines()[-1])
+    assert summary["documents"] == 120 and not summary["tokenizer_trained"]
+    copied = json.loads((tmp_path / "w" / "data" / "tokenizer" / "tokenizer.json").read_text())
+    assert copied["source"] == str(tok_dir / "spiece.model") and copied["lower_case"] is False
+    jsonl = tmp_path / "epoch.jsonl"
+    out = run(["-m", "pretrain.inspect_data", *flags, "--config.train_split=train",
+               "--jsonl", str(jsonl), "--epochs", "1"], cwd=texts).stdout  # fmt: skip
+    wrote = json.loads(out.splitlines()[-1])["wrote"]
+    lines = jsonl.read_text().splitlines()
+    assert wrote == len(lines) > 120  # every example of one pass, more than one per document
+    first = json.loads(lines[0])
+    assert first["input_ids"][0] == 2 and first["input_ids"].count(3) >= 2  # [CLS], [SEP]s
+
+
+def test_vocab_limit_is_one_line_with_the_largest_size(texts, tmp_path):
+    small = tmp_path / "small.txt"
+    small.write_text("the cat sat on the mat.\nthe dog sat on the log.\n" * 20)
+    args = ["-m", "pretrain.tokenizer", "--input", str(small), "--vocab_size", "8000"]
+    proc = run([*args, "--out", str(tmp_path / "t1")], cwd=tmp_path, check=False)
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    allowed = int(re.search(r"at most (\d+)", last).group(1))
+    assert last.startswith("error: vocab_size=8000") and 0 < allowed < 8000
+    assert "hard_vocab_limit" in last and "Traceback" not in proc.stderr
+    out = run([*args, "--nohard_vocab_limit", "--out", str(tmp_path / "t2")], cwd=tmp_path)
+    assert json.loads(out.stdout.splitlines()[-1])["vocab_size"] == allowed
+
+
+def bert_style_vocab(path, documents) -> list[str]:
+    """A WordPiece vocab.txt laid out as BERT's / albert_zh's: [PAD] 0, [unused*], [UNK] 100,
+    [CLS] 101, [SEP] 102, [MASK] 103, then the corpus's characters."""
+    chars = sorted({ch for d in documents for s in d for ch in s if not ch.isspace()})
+    vocab = ["[PAD]", *[f"[unused{i}]" for i in range(1, 100)], "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab += chars
+    path.write_text("".join(v + "\n" for v in vocab), encoding="utf-8")
+    return vocab
+
+
+def test_wordpiece_vocab_examples_use_its_special_ids(texts, tmp_path, documents):
+    vocab = bert_style_vocab(tmp_path / "vocab.txt", documents)
+    d = common.get_data_config()
+    d.input_files, d.input_format = str(texts / "texts"), "text"
+    d.tokenizer_model, d.vocab_size = str(tmp_path / "vocab.txt"), len(vocab)
+    d.data_dir, d.worker_count, d.global_batch_size = str(tmp_path / "data"), 0, 16
+    d = pipeline.resolve_paths(d)
+    assert corpus.build(d)["documents"] == 120
+    batch = next(pipeline.make_iterator(d))
+    ids, mask = batch["input_ids"], batch["input_mask"]
+    n = mask.sum(1)
+    assert (ids[:, 0] == 101).all() and (ids[np.arange(len(n)), n - 1] == 102).all()
+    assert (ids[mask == 0] == 0).all()  # [PAD]
+    shown = np.take_along_axis(ids, batch["masked_lm_positions"], 1)[batch["masked_lm_weights"] > 0]
+    assert (shown == 103).mean() > 0.6  # about 80 % [MASK], by the tokenizer's id
+    assert not np.isin(ids[mask == 1], [2, 3, 4]).any()  # never ALBERT's SentencePiece ids
+    # Another tokenizer for the same data directory is refused, naming both.
+    with d.unlocked():
+        d.tokenizer_model = SP_FIXTURE
+    with pytest.raises(corpus.CorpusError, match="vocab.txt, not data.tokenizer_model=.*spiece"):
+        corpus.build(d)
+
+
+def test_continued_pretraining_starts_from_the_checkpoint(texts, tmp_path):
+    """--config.init: the model and tokenizer are the checkpoint's; with a zero learning rate the
+    run's model equals its start exactly."""
+    from albert_jax.model import AlbertForPreTraining
+    from albert_jax.tokenization import load_tokenizer
+    from tests.helpers import random_params, tiny_config
+
+    config = tiny_config("none").replace(vocab_size=120, max_position_embeddings=64)
+    params = random_params(AlbertForPreTraining(config))
+    src = str(tmp_path / "start")
+    checkpoint.save(src, config, params, tokenizer=load_tokenizer(os.path.dirname(SP_FIXTURE)))
+    work = tmp_path / "run"
+    out = run(["-m", "pretrain", "--config", CPU_SMALL, "--workdir", str(work),
+               f"--config.init={src}", "--config.data.input_files=texts",
+               "--config.data.input_format=text", "--config.optim.learning_rate=0.0",
+               *SHORT], cwd=texts).stdout  # fmt: skip
+    assert "continued pretraining from" in out and re.search(r"initialized from .*loaded \d+", out)
+    got_config, got = checkpoint.load(str(work / "model"))
+    tok = checkpoint.load_tokenizer(str(work / "model"))
+    assert got_config == config and tok.vocab_size == 120
+    from flax import traverse_util
+
+    flat, want = (traverse_util.flatten_dict(p, sep="/") for p in (got, params))
+    assert set(flat) == set(want)
+    for path, value in want.items():
+        np.testing.assert_array_equal(np.asarray(flat[path]), np.asarray(value), err_msg=path)
+
+
+DOCUMENTED = [
+    *glob.glob(os.path.join(ROOT, "configs", "pretrain", "*.py")),
+    *glob.glob(os.path.join(ROOT, "configs", "finetune", "*.py")),
+    *glob.glob(os.path.join(ROOT, "pretrain", "*.py")),
+    os.path.join(ROOT, "finetune", "__main__.py"),
+]
+
+
+def documented_overrides(path):
+    """Every `--config.KEY=VALUE` a file's docstring shows (placeholders and choices skipped)."""
+    text = open(path, encoding="utf-8").read()
+    doc = re.match(r'\s*r?"""(.*?)"""', text, re.S)
+    found = []
+    for m in re.finditer(r"--config\.([\w.]+)=(\S+)", doc.group(1) if doc else ""):
+        value = m.group(2).rstrip("`.]:")
+        if "|" in value or "..." in value or re.fullmatch(r"[A-Z_]+", value):
+            continue  # choices, elisions and placeholders such as MAX
+        value = "" if value == "''" else shlex.split(value)[0]  # the shell's view of it
+        found.append(f"--config.{m.group(1)}={value}")
+    return found
+
+
+def config_for(path):
+    if "/configs/" in path:
+        return path if not path.endswith(("__init__.py", "common.py")) else None
+    if "/finetune/" in path:
+        return os.path.join(ROOT, "configs", "finetune", "sentiment.py")
+    return CPU_SMALL
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in sorted(DOCUMENTED) if documented_overrides(p) and config_for(p)],
+    ids=lambda p: os.path.relpath(p, ROOT),
+)
+def test_documented_overrides_parse(path):
+    from absl import flags
+    from ml_collections import config_flags
+
+    overrides, config = documented_overrides(path), config_for(path)
+    fv, argv = flags.FlagValues(), ["prog", f"--config={config}", *overrides]
+    config_flags.DEFINE_config_file("config", None, "", flag_values=fv, sys_argv=argv)
+    fv(argv)
+    for o in overrides:
+        key, value = o[len("--config.") :].split("=", 1)
+        got = fv.config
+        for part in key.split("."):
+            got = got[part]
+        if isinstance(got, tuple):
+            got = ",".join(map(str, got))
+        if isinstance(got, bool):
+            want = value.lower() in ("true", "1")
+        else:
+            want = type(got)(value) if isinstance(got, int | float) else value
+        assert got == want, o
