@@ -282,3 +282,21 @@ def test_documented_overrides_parse(path):
         else:
             want = type(got)(value) if isinstance(got, int | float) else value
         assert got == want, o
+
+
+def test_parallel_preparation_writes_the_same_corpus(texts, tmp_path):
+    """Tokenizing in 2 worker processes gives the documents 1 process gives, in the same order."""
+    from albert_jax.data.pipeline import resolve_paths
+
+    d = common.get_data_config()
+    d.input_files, d.input_format = str(texts / "texts"), "text"
+    d.tokenizer_model, d.vocab_size = SP_FIXTURE, 120
+    corpora = []
+    for n in (1, 2):
+        d.data_dir, d.prepare_processes = str(tmp_path / f"data{n}"), n
+        r = resolve_paths(d)
+        stats = corpus.build(r)["stats"]
+        source = corpus.open_source(r)
+        docs = sorted((int(x["doc_index"]), x["ids"].tolist()) for x in source)
+        corpora.append((stats, docs))
+    assert corpora[0] == corpora[1] and len(corpora[0][1]) == 120

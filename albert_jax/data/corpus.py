@@ -27,6 +27,7 @@ order; we keep that, so the contiguous per-process shards mix all input files.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import glob
 import hashlib
@@ -69,6 +70,7 @@ class CorpusStats:
     empty_sentences: int = 0
     long_sentences_split: int = 0
     tokens: int = 0
+    bytes: int = 0  # raw input read so far (for progress)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -155,6 +157,7 @@ def _lines(path: str, stats: CorpusStats, on_invalid_utf8: str) -> Iterator[tupl
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
             stats.lines += 1
+            stats.bytes += len(raw)
             try:
                 yield lineno, raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -331,6 +334,7 @@ def _make_builder_classes():
         tfds_name: str = ""
         tfds_split: str = "train"
         tfds_data_dir: str | None = None
+        processes: int = 1
 
     class AlbertCorpus(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         """Tokenized documents for ALBERT pretraining (train split only)."""
@@ -363,11 +367,7 @@ def _make_builder_classes():
             return {"train": self._generate_examples()}
 
         def _generate_examples(self):
-            from albert_jax.tokenization import MODEL_FILE, load_tokenizer
-
             cfg = self.builder_config
-            is_spm = os.path.exists(os.path.join(cfg.tokenizer_dir, MODEL_FILE))
-            tok = load_tokenizer(cfg.tokenizer_dir, **({"check": False} if is_spm else {}))
             self.corpus_stats = stats = CorpusStats()
             docs = read_documents(
                 list(cfg.input_files),
@@ -379,9 +379,8 @@ def _make_builder_classes():
                 tfds_split=cfg.tfds_split,
                 tfds_data_dir=cfg.tfds_data_dir,
             )
-            records = tokenize_documents(
-                docs, tok, max_sentence_tokens=cfg.max_sentence_tokens, stats=stats
-            )
+            total = _input_bytes(cfg)
+            records = tokenize_in_parallel(docs, cfg, stats, total)
             for i, rec in enumerate(records):
                 yield i, {**rec, "doc_index": i}
             if stats.documents == 0:
@@ -389,6 +388,115 @@ def _make_builder_classes():
             log.info("corpus %s: %s", cfg.name, stats.as_dict())
 
     return AlbertCorpusConfig, AlbertCorpus
+
+
+def _input_bytes(cfg) -> int | None:
+    if cfg.input_format == "tfds":
+        return None
+    return sum(os.path.getsize(p) for p in expand_inputs(list(cfg.input_files)))
+
+
+# Tokenization runs in worker processes (spawned: the parent may hold JAX's threads), each with
+# its own copy of the tokenizer; chunks of documents go out and come back in order, so the corpus
+# is the same for any number of processes.
+_CHUNK_DOCS = 256
+_WORKER_TOKENIZER = None
+
+
+def _load_corpus_tokenizer(tokenizer_dir: str):
+    from albert_jax.tokenization import MODEL_FILE, load_tokenizer
+
+    is_spm = os.path.exists(os.path.join(tokenizer_dir, MODEL_FILE))
+    return load_tokenizer(tokenizer_dir, **({"check": False} if is_spm else {}))
+
+
+def _worker_init(tokenizer_dir: str) -> None:
+    global _WORKER_TOKENIZER
+    _WORKER_TOKENIZER = _load_corpus_tokenizer(tokenizer_dir)
+
+
+def _tokenize_chunk(args):
+    docs, max_sentence_tokens = args
+    stats = CorpusStats()
+    records = list(
+        tokenize_documents(
+            iter(docs), _WORKER_TOKENIZER, max_sentence_tokens=max_sentence_tokens, stats=stats
+        )
+    )
+    return records, stats
+
+
+def _chunks(docs, stats: CorpusStats, size: int):
+    """(chunk, raw bytes read up to its end) for each `size` documents."""
+    chunk = []
+    for doc in docs:
+        chunk.append(doc)
+        if len(chunk) == size:
+            yield chunk, stats.bytes
+            chunk = []
+    if chunk:
+        yield chunk, stats.bytes
+
+
+def tokenize_in_parallel(docs, cfg, stats: CorpusStats, total_bytes: int | None = None):
+    """Tokenized records of `docs` in input order, using `cfg.processes` worker processes (1: this
+    process; 0: one per core, but at most one per 16 MB of input, as starting a worker costs about
+    a second), with a progress bar over the raw input (MB, ETA)."""
+    from tqdm import tqdm
+
+    processes = int(cfg.processes)
+    if processes == 0:
+        by_size = -(-total_bytes // (16 * 2**20)) if total_bytes else os.cpu_count()
+        processes = max(1, min(os.cpu_count() or 1, by_size))
+    scale = 1 / 2**20
+    bar = tqdm(
+        total=None if total_bytes is None else round(total_bytes * scale, 1),
+        unit="MB",
+        desc=f"tokenizing ({processes} process{'es' if processes > 1 else ''})",
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} MB "
+        "[{elapsed}<{remaining}, {rate_fmt}]"
+        if total_bytes
+        else None,
+        mininterval=1.0,
+    )
+    pool = ctx = None
+    if processes > 1:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        pool = ctx.Pool(processes, _worker_init, (cfg.tokenizer_dir,))
+    else:
+        _worker_init(cfg.tokenizer_dir)
+    mst = int(cfg.max_sentence_tokens)
+    done = 0.0
+
+    def finish(job):
+        nonlocal done
+        result, mark = job
+        records, chunk_stats = result.get() if pool is not None else result
+        for f in dataclasses.fields(CorpusStats):
+            if f.name not in ("lines", "invalid_utf8_lines", "bytes"):  # counted by the reader
+                setattr(stats, f.name, getattr(stats, f.name) + getattr(chunk_stats, f.name))
+        now = round(mark * scale, 1)
+        bar.update(now - done)
+        done = now
+        return records
+
+    pending = collections.deque()  # at most 2 chunks per process in flight: bounded memory
+    try:
+        for chunk, mark in _chunks(docs, stats, _CHUNK_DOCS):
+            if pool is None:
+                yield from finish((_tokenize_chunk((chunk, mst)), mark))
+                continue
+            pending.append((pool.apply_async(_tokenize_chunk, ((chunk, mst),)), mark))
+            if len(pending) >= 2 * processes:
+                yield from finish(pending.popleft())
+        while pending:
+            yield from finish(pending.popleft())
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.terminate()
 
 
 _CLASSES = None
@@ -422,6 +530,7 @@ def make_builder(data_config):
         tfds_name=data_config.get("tfds_name", ""),
         tfds_split=data_config.get("tfds_split", "train"),
         tfds_data_dir=data_config.get("tfds_data_dir", "") or None,
+        processes=int(data_config.get("prepare_processes", 0)),
     )
     return builder_cls(config=cfg, data_dir=str(data_config.data_dir), file_format="array_record")
 

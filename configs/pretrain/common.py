@@ -32,6 +32,7 @@ def get_data_config() -> ml_collections.ConfigDict:
     d.tfds_data_dir = ""  # where that dataset lives (relative to data_dir; '' = TFDS default)
     d.on_invalid_utf8 = "skip"  # or 'error'
     d.max_sentence_tokens = 512  # longer sentences are cut (counted in the build stats)
+    d.prepare_processes = 0  # tokenizing processes (0: a core per 16 MB of input, up to all)
     d.data_dir = "data"  # relative to the working directory
     # Tokenizer: trained on the input into tokenizer_dir (relative to data_dir) unless
     # tokenizer_model names one to use (a SentencePiece .model, a WordPiece vocab.txt or a
