@@ -300,3 +300,32 @@ def test_parallel_preparation_writes_the_same_corpus(texts, tmp_path):
         docs = sorted((int(x["doc_index"]), x["ids"].tolist()) for x in source)
         corpora.append((stats, docs))
     assert corpora[0] == corpora[1] and len(corpora[0][1]) == 120
+
+
+def test_a_too_small_eval_split_is_named(texts, tmp_path):
+    """An evaluation split with fewer examples than one batch: a clear error, not StopIteration;
+    one with fewer than eval_batches full batches: the mean over those it has."""
+    from albert_jax.data.pipeline import DataConfigError, resolve_paths
+    from albert_jax.train.pretraining import PretrainingTask
+    from configs.pretrain import cpu_small
+
+    config = cpu_small.get_config()
+    d = config.data
+    d.input_files, d.input_format = str(texts / "texts"), "text"
+    d.tokenizer_model, d.vocab_size = SP_FIXTURE, 120
+    d.data_dir, d.worker_count, d.global_batch_size = str(tmp_path / "data"), 0, 8
+    data = resolve_paths(d)
+    corpus.build(data)
+    config.eval_batches = 1000
+    seen = []
+    for split, batches in [("train[:1]", 0), ("train[:20]", None)]:
+        config.eval_split = split
+        task = PretrainingTask(config, data)
+        run = lambda batch: seen.append(len(batch["input_ids"])) or {"loss": float(len(seen))}  # noqa: E731
+        if batches == 0:
+            with pytest.raises(DataConfigError, match=r"'train\[:1\]' does not fill one batch"):
+                task.evaluate(run, 0)
+            continue
+        metrics = task.evaluate(run, 0)
+        assert 0 < len(seen) < 1000 and set(seen) == {8}
+        assert metrics["loss"] == pytest.approx(np.mean(range(1, len(seen) + 1)))

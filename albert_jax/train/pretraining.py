@@ -6,6 +6,7 @@ denominators, so gradient accumulation reproduces the full batch.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 
@@ -96,15 +97,25 @@ class PretrainingTask:
         return self.loss(params, batch, self.normalizers(batch), None)[1]
 
     def evaluate(self, run, step, split=None) -> dict[str, float]:
-        """Mean of the per-batch metrics over `config.eval_batches` held-out batches (every
-        batch is full and has the same size, so each weighs the same)."""
+        """Mean of the per-batch metrics over `config.eval_batches` held-out batches, or as many
+        full batches as one pass over the split gives (every batch is full and has the same size,
+        so each weighs the same)."""
+        from albert_jax.data.pipeline import DataConfigError
+
         del step, split
         it = self.eval_iterator(jax.process_index(), jax.process_count())
-        n = int(self.config.eval_batches)
         sums: dict[str, float] = {}
-        for _ in range(n):
-            for k, v in run(next(it)).items():
+        n = 0
+        for batch in itertools.islice(it, int(self.config.eval_batches)):
+            for k, v in run(batch).items():
                 sums[k] = sums.get(k, 0.0) + float(v)
+            n += 1
+        if n == 0:
+            raise DataConfigError(
+                f"eval_split {self.config.eval_split!r} does not fill one batch of "
+                f"{self.global_batch_size} examples: give it more documents (e.g. "
+                "--config.eval_split='train[95%:]') or turn evaluation off (--config.eval_every=0)"
+            )
         return {k: v / n for k, v in sums.items()}
 
     def flops_per_example(self) -> float:
