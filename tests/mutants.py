@@ -59,6 +59,7 @@ OPTIM = "albert_jax/optim.py"
 MASKING = "albert_jax/data/masking.py"
 PAIRS = "albert_jax/data/pairs.py"
 PIPELINE = "albert_jax/data/pipeline.py"
+CORPUS = "albert_jax/data/corpus.py"
 PRETRAINING = "albert_jax/train/pretraining.py"
 TRAINER = "albert_jax/train/trainer.py"
 CHECKPOINTS = "albert_jax/train/checkpoints.py"
@@ -74,6 +75,7 @@ WIRING_DROPOUT = (
     "[groups:2]"
 )
 PD_STATISTICS = "tests/test_data_pipeline.py::test_statistics_on_peoples_daily"
+OWN_WORDPIECE = "tests/test_own_corpus.py::test_wordpiece_vocab_examples_use_its_special_ids"
 STEP_KEYS = (
     "tests/test_trainer_wiring.py::test_dropout_key_is_folded_with_the_step_and_the_micro_batch"
 )
@@ -133,8 +135,8 @@ MUTANTS = [
     Mutant(
         "model-layernorm-eps-ignored",
         MODEL,
-        "jax.lax.rsqrt(var + c.layer_norm_eps)",
-        "jax.lax.rsqrt(var + 1e-6)",
+        "y = normalize(x, c.layer_norm_eps) * scale + bias",
+        "y = normalize(x, 1e-6) * scale + bias",
         "LayerNorm ignores config.layer_norm_eps (1e-12) and uses a library default 1e-6",
         (NUMPY_REF,),
     ),
@@ -327,8 +329,8 @@ MUTANTS = [
     Mutant(
         "masking-90-5-5",
         MASKING,
-        "np.where(r[:k] < 0.8, np.int32(MASK_ID)",
-        "np.where(r[:k] < 0.9, np.int32(MASK_ID)",
+        "np.where(r[:k] < 0.8, np.int32(mask_id)",
+        "np.where(r[:k] < 0.9, np.int32(mask_id)",
         "replacement 90/5/5 instead of 80/10/10",
         ("tests/test_data_masking.py::test_replacement_80_10_10",),
     ),
@@ -388,8 +390,8 @@ MUTANTS = [
     Mutant(
         "pipeline-middle-sep-maskable",
         PIPELINE,
-        "special[[0, inst.len_a + 1, n - 1]] = True",
-        "special[[0, inst.len_a, n - 1]] = True",
+        "at = [0, inst.len_a + 1, n - 1]  # [CLS], middle [SEP], final [SEP]",
+        "at = [0, inst.len_a, n - 1]  # [CLS], middle [SEP], final [SEP]",
         "the middle [SEP] index is off by one: [SEP] maskable, last token of A never",
         (PD_STATISTICS,),
     ),
@@ -408,6 +410,47 @@ MUTANTS = [
         "mrng = np.random.default_rng([spec.seed, _MASK_STREAM, doc_id, k])",
         "masks do not depend on the epoch: every epoch masks a document identically",
         ("tests/test_data_pipeline.py::test_masks_are_redrawn_every_epoch",),
+    ),
+    Mutant(
+        "pipeline-albert-ids-for-any-tokenizer",
+        PIPELINE,
+        "if (spec.cls_id, spec.sep_id) != (CLS_ID, SEP_ID):",
+        "if False:",
+        "[CLS]/[SEP] stay ALBERT's SentencePiece ids 2/3 with a WordPiece vocabulary",
+        (OWN_WORDPIECE,),
+    ),
+    Mutant(
+        "pipeline-padding-id-zero",
+        PIPELINE,
+        '"input_ids": np.full(S, spec.pad_id, np.int32),',
+        '"input_ids": np.full(S, 1, np.int32),',
+        "padding written with another id than the tokenizer's pad",
+        (OWN_WORDPIECE,),
+    ),
+    # ------------------------------------------------------------------ corpus
+    Mutant(
+        "corpus-hidden-files-read",
+        CORPUS,
+        'found += [os.path.join(root, n) for n in names if not n.startswith(".")]',
+        "found += [os.path.join(root, n) for n in names]",
+        "hidden files (.DS_Store, editor swap files) in an input directory become documents",
+        ("tests/test_own_corpus.py::test_input_files_are_files_directories_and_globs",),
+    ),
+    Mutant(
+        "corpus-name-ignores-vocab",
+        CORPUS,
+        '        int(d.get("vocab_size", 0)),\n',
+        "",
+        "the corpus name ignores the vocabulary size: another tokenizer reuses a stale corpus",
+        ("tests/test_own_corpus.py::test_corpus_name_follows_inputs_and_settings",),
+    ),
+    Mutant(
+        "corpus-parallel-out-of-order",
+        CORPUS,
+        "                yield from finish(pending.popleft())\n        while pending:",
+        "                yield from finish(pending.pop())\n        while pending:",
+        "parallel tokenization yields chunks out of input order",
+        ("tests/test_own_corpus.py::test_parallel_preparation_writes_the_same_corpus",),
     ),
     # ------------------------------------------------------------------ trainer
     Mutant(

@@ -329,3 +329,32 @@ def test_a_too_small_eval_split_is_named(texts, tmp_path):
         metrics = task.evaluate(run, 0)
         assert 0 < len(seen) < 1000 and set(seen) == {8}
         assert metrics["loss"] == pytest.approx(np.mean(range(1, len(seen) + 1)))
+
+
+@pytest.mark.parametrize(
+    "kind,model,lower",
+    [
+        ("sentencepiece", "tokenizer_sp/spiece.model", True),
+        ("wordpiece_uncased", "tokenizer_wp/vocab.txt", True),
+        ("wordpiece_cased", "tokenizer_wp/vocab.txt", False),
+    ],
+)
+def test_tokenizer_model_gives_the_transformers_ids(kind, model, lower, tmp_path):
+    """A corpus prepared with data.tokenizer_model stores the ids transformers' AlbertTokenizer /
+    BertTokenizer give the same model (tests/fixtures/reference/tokens.json)."""
+    with open(os.path.join(ROOT, "tests", "fixtures", "reference", "tokens.json")) as f:
+        cases = json.load(f)
+    texts = [c for c in cases[kind] if c["text"].strip() and "\n" not in c["text"]]
+    raw = tmp_path / "texts.txt"  # one document per reference text, whitespace kept inside
+    raw.write_text("".join(c["text"].strip() + "\n\n" for c in texts), encoding="utf-8")
+    d = common.get_data_config()
+    d.input_files, d.input_format, d.lower_case = str(raw), "text", lower
+    d.tokenizer_model = os.path.join(ROOT, "tests", "fixtures", model)
+    d.data_dir, d.max_sentence_tokens = str(tmp_path / "data"), 10_000
+    from albert_jax.tokenization import read_tokenizer
+
+    d.vocab_size = read_tokenizer(d.tokenizer_model).vocab_size
+    r = pipeline.resolve_paths(d)
+    corpus.build(r)
+    stored = {int(x["doc_index"]): x["ids"].tolist() for x in corpus.open_source(r)}
+    assert [stored[i] for i in range(len(texts))] == [c["ids"] for c in texts]
