@@ -1,14 +1,25 @@
 """SentencePiece tokenization with ALBERT's preprocessing and id conventions.
 
-Matches google-research/albert ``tokenization.py`` for the SentencePiece path:
+Two modes (``mode``, kept in the tokenizer's ``tokenizer.json``):
 
-* ``preprocess_text``: collapse whitespace, turn LaTeX-style quotes into ``"``, NFKD and drop
-  combining marks (unless ``keep_accents``), optional lower-casing. Lower-casing happens here,
-  never inside SentencePiece (reference pitfall: ``FullTokenizer`` ignores ``do_lower_case``
-  with an spm model, so the text must be lower-cased before encoding).
+* ``"transformers"`` (the default): transformers' ``AlbertTokenizer``, the tokenizer every released
+  ALBERT checkpoint is used with, so a model pretrained here reads text as it will be read when it
+  is fine-tuned or served through transformers.
+* ``"reference"``: google-research/albert's ``tokenization.py`` as it runs under Python 3 (what
+  its ``create_pretraining_data.py`` produced), for reproducing the original's data exactly.
+
+They differ in two places, both in ``preprocess_text`` / ``encode_pieces``:
+
+* ``preprocess_text``: collapse whitespace, NFKD and drop combining marks (unless
+  ``keep_accents``), optional lower-casing; transformers also turns LaTeX-style quotes (two
+  backticks, two apostrophes) into ``"``, the original does not. Lower-casing happens here, never
+  inside SentencePiece (reference pitfall: ``FullTokenizer`` ignores ``do_lower_case`` with an
+  spm model, so the text must be lower-cased before encoding).
 * ``encode_pieces``: raw SentencePiece pieces, except that a piece ending in ``<digit>,`` is
   re-encoded without the comma and the comma is appended as its own piece (this is why ALBERT
-  ids differ from raw SentencePiece ids on text such as ``1,000``).
+  ids differ from raw SentencePiece ids on text such as ``1,000``). Re-encoding adds a word-start
+  marker; transformers drops it when the original piece had none (``000,`` inside ``1,000,``).
+  The original means to, but under Python 3 compares a ``str`` with ``bytes`` and keeps it.
 * ``is_start_piece``: the whole-word rule used for masking (``_is_start_piece_sp``).
 
 Id conventions (ALBERT's ``spm_train`` flags): pad=0, unk=1, ``[CLS]``=2, ``[SEP]``=3,
@@ -48,12 +59,21 @@ class TokenizerError(ValueError):
     """A tokenizer that cannot be used with ALBERT's conventions or the model config."""
 
 
+MODES = ("transformers", "reference")
+
+
 def preprocess_text(
-    text: str, *, lower: bool = False, remove_space: bool = True, keep_accents: bool = False
+    text: str,
+    *,
+    lower: bool = False,
+    remove_space: bool = True,
+    keep_accents: bool = False,
+    mode: str = "transformers",
 ) -> str:
-    """ALBERT's text normalisation applied before SentencePiece."""
+    """ALBERT's text normalisation applied before SentencePiece (see the module docstring)."""
     out = " ".join(text.strip().split()) if remove_space else text
-    out = out.replace("``", '"').replace("''", '"')
+    if mode == "transformers":
+        out = out.replace("``", '"').replace("''", '"')
     if not keep_accents:
         out = unicodedata.normalize("NFKD", out)
         out = "".join(c for c in out if not unicodedata.combining(c))
@@ -62,14 +82,17 @@ def preprocess_text(
     return out
 
 
-def encode_pieces(sp: spm.SentencePieceProcessor, text: str) -> list[str]:
-    """SentencePiece pieces with the reference's digit-comma re-split."""
+def encode_pieces(
+    sp: spm.SentencePieceProcessor, text: str, mode: str = "transformers"
+) -> list[str]:
+    """SentencePiece pieces with the digit-comma re-split (see the module docstring)."""
     result: list[str] = []
     for piece in sp.encode(text, out_type=str):
         if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
             sub = sp.encode(piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=str)
             # Re-encoding adds a word-start marker; keep it only if the original piece had one.
-            if piece[0] != SPIECE_UNDERLINE and sub and sub[0].startswith(SPIECE_UNDERLINE):
+            strip = mode == "transformers" and piece[0] != SPIECE_UNDERLINE
+            if strip and sub and sub[0].startswith(SPIECE_UNDERLINE):
                 sub = sub[1:] if len(sub[0]) == 1 else [sub[0][1:], *sub[1:]]
             result.extend(sub)
             result.append(",")
@@ -99,6 +122,7 @@ class TokenizerMeta:
     vocab_size: int = 0
     character_coverage: float = 1.0
     model_type: str = "unigram"
+    mode: str = "transformers"
 
 
 class SentencePieceTokenizer:
@@ -110,12 +134,16 @@ class SentencePieceTokenizer:
         *,
         lower_case: bool = True,
         keep_accents: bool = False,
+        mode: str = "transformers",
         check: bool = True,
     ):
+        if mode not in MODES:
+            raise TokenizerError(f"tokenizer mode must be one of {MODES}, got {mode!r}")
         self.sp = spm.SentencePieceProcessor()
         self.sp.load_from_serialized_proto(model_proto)
         self.lower_case = lower_case
         self.keep_accents = keep_accents
+        self.mode = mode
         self.vocab_size = self.sp.get_piece_size()
         self._pieces = [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
         self._start = [is_start_piece(p) for p in self._pieces]
@@ -135,7 +163,7 @@ class SentencePieceTokenizer:
         if os.path.exists(meta_path):
             with open(meta_path) as f:
                 meta = json.load(f)
-            settings = {k: meta[k] for k in ("lower_case", "keep_accents") if k in meta}
+            settings = {k: meta[k] for k in ("lower_case", "keep_accents", "mode") if k in meta}
         settings.update(kwargs)
         with open(model_path, "rb") as f:
             return cls(f.read(), **settings)
@@ -148,6 +176,7 @@ class SentencePieceTokenizer:
         return {
             "lower_case": self.lower_case,
             "keep_accents": self.keep_accents,
+            "mode": self.mode,
             "vocab_size": self.vocab_size,
             "special_ids": self.special_ids(),
         }
@@ -183,10 +212,12 @@ class SentencePieceTokenizer:
 
     # ---- encoding -----------------------------------------------------------------------
     def preprocess(self, text: str) -> str:
-        return preprocess_text(text, lower=self.lower_case, keep_accents=self.keep_accents)
+        return preprocess_text(
+            text, lower=self.lower_case, keep_accents=self.keep_accents, mode=self.mode
+        )
 
     def tokenize(self, text: str) -> list[str]:
-        return encode_pieces(self.sp, self.preprocess(text))
+        return encode_pieces(self.sp, self.preprocess(text), self.mode)
 
     def convert_tokens_to_ids(self, pieces: Iterable[str]) -> list[int]:
         return [self.sp.piece_to_id(p) for p in pieces]
@@ -217,6 +248,7 @@ def train_sentencepiece(
     character_coverage: float = 0.9995,
     lower_case: bool = True,
     keep_accents: bool = False,
+    mode: str = "transformers",
     model_type: str = "unigram",
     input_sentence_size: int = 10_000_000,
     seed_sentencepiece_size: int = 1_000_000,
@@ -238,7 +270,7 @@ def train_sentencepiece(
         n = 0
         with open(text_path, "w", encoding="utf-8") as f:
             for s in sentences:
-                s = preprocess_text(s, lower=lower_case, keep_accents=keep_accents)
+                s = preprocess_text(s, lower=lower_case, keep_accents=keep_accents, mode=mode)
                 if s:
                     f.write(s + "\n")
                     n += 1
@@ -283,6 +315,7 @@ def train_sentencepiece(
         vocab_size=size,  # below the requested size when hard_vocab_limit is False
         character_coverage=character_coverage,
         model_type=model_type,
+        mode=mode,
     )
     with open(os.path.join(out_dir, META_FILE), "w") as f:
         json.dump(dataclasses.asdict(meta), f, indent=2)
@@ -322,10 +355,13 @@ def pretraining_ids(tokenizer) -> dict[str, int]:
     return out
 
 
-def read_tokenizer(path: str | os.PathLike, *, lower_case: bool = True, keep_accents=False):
+def read_tokenizer(
+    path: str | os.PathLike, *, lower_case: bool = True, keep_accents=False, mode="transformers"
+):
     """A tokenizer someone brings (``data.tokenizer_model``): a SentencePiece ``.model`` file, a
     WordPiece ``vocab.txt``, or a directory (ours, transformers' or a Google release). For a bare
-    file the casing is ``lower_case``; a directory's own settings win."""
+    file the casing is ``lower_case`` (and a SentencePiece model encodes in ``mode``); a
+    directory's own settings win."""
     from albert_jax.wordpiece import WordPieceTokenizer
 
     path = os.fspath(path)
@@ -344,7 +380,7 @@ def read_tokenizer(path: str | os.PathLike, *, lower_case: bool = True, keep_acc
         proto = f.read()
     try:
         return SentencePieceTokenizer(
-            proto, lower_case=lower_case, keep_accents=keep_accents, check=False
+            proto, lower_case=lower_case, keep_accents=keep_accents, mode=mode, check=False
         )
     except RuntimeError as e:  # sentencepiece cannot parse it
         raise TokenizerError(

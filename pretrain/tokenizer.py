@@ -29,6 +29,9 @@ _VOCAB = flags.DEFINE_integer("vocab_size", None, "Vocabulary size.")
 _OUT = flags.DEFINE_string("out", None, "Output directory.")
 _COVERAGE = flags.DEFINE_float("character_coverage", None, "0.9995 for Chinese, 1.0 English.")
 _LOWER = flags.DEFINE_boolean("lower_case", None, "Lower-case text before encoding.")
+_MODE = flags.DEFINE_enum(
+    "mode", None, ["transformers", "reference"], "SentencePiece encoding (tokenization.py)."
+)
 _MODEL_TYPE = flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe"], "spm model type.")
 _MAX_SENT = flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled by spm.")
 _THREADS = flags.DEFINE_integer("num_threads", 2, "Training threads.")
@@ -80,6 +83,7 @@ def main(argv):
         vocab_size=int(vocab),
         character_coverage=float(_pick(_COVERAGE.value, get("character_coverage"), 0.9995)),
         lower_case=bool(_pick(_LOWER.value, get("lower_case"), True)),
+        mode=_pick(_MODE.value, get("tokenizer_mode"), "transformers"),
         model_type=_MODEL_TYPE.value,
         input_sentence_size=_MAX_SENT.value,
         num_threads=_THREADS.value,

@@ -69,3 +69,20 @@ def test_save_and_load_round_trip(tmp_path):
         again = load_tokenizer(tmp_path / name)
         text = "Héllo 我们爱北京, 1,000"
         assert type(again) is type(tok) and again.encode(text) == tok.encode(text)
+
+
+with open(os.path.join(FIXTURES, "reference", "tokens_modes.json"), encoding="utf-8") as f:
+    MODE_CASES = json.load(f)
+
+
+@pytest.mark.parametrize("mode", tokenization.MODES)
+def test_sentencepiece_modes_match_the_original_and_transformers(mode):
+    """mode='reference' gives google-research/albert's ids (its tokenization.py under Python 3),
+    mode='transformers' AlbertTokenizer's (tests/fixtures/make_original_tokens.py); the fixture
+    model and texts tell the two apart (LaTeX quotes, digit-comma pieces inside numbers)."""
+    assert sum(c["reference"] != c["transformers"] for c in MODE_CASES) >= 4
+    for case in MODE_CASES:
+        tok = load_tokenizer(
+            os.path.join(FIXTURES, "tokenizer_sp_numbers"), lower_case=case["lower_case"], mode=mode
+        )
+        assert tok.encode(case["text"]) == case[mode], case

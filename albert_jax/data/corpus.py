@@ -123,6 +123,7 @@ def auto_corpus_name(data_config) -> str:
         d.get("tokenizer_model", ""),
         int(d.get("vocab_size", 0)),
         bool(d.get("lower_case", True)),
+        d.get("tokenizer_mode", "transformers"),
     ]
     first = d.get("tfds_name", "") or (patterns[0] if patterns else "corpus")
     stem = re.sub(r"[^a-z0-9]+", "_", os.path.basename(first.rstrip("/*")).split(".")[0].lower())
@@ -552,6 +553,7 @@ def _provenance(d) -> dict:
         "input_format": d.input_format,
         "vocab_size": int(d.vocab_size),
         "lower_case": bool(d.lower_case),
+        "mode": d.get("tokenizer_mode", "transformers"),
     }
 
 
@@ -591,7 +593,8 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
                     f"data.tokenizer_model={src}: {fix}"
                 )
             return False
-        tok = read_tokenizer(src, lower_case=bool(d.lower_case)) if given else tokenizer
+        mode = d.get("tokenizer_mode", "transformers")
+        tok = read_tokenizer(src, lower_case=bool(d.lower_case), mode=mode) if given else tokenizer
         save_tokenizer(tok, where)
         with open(meta_path) as f:
             meta = json.load(f)
@@ -621,6 +624,7 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
         vocab_size=int(d.vocab_size),
         character_coverage=float(d.character_coverage),
         lower_case=bool(d.lower_case),
+        mode=d.get("tokenizer_mode", "transformers"),
         hard_vocab_limit=bool(d.get("hard_vocab_limit", True)),
     )
     with open(meta_path) as f:

@@ -43,6 +43,9 @@ def get_data_config() -> ml_collections.ConfigDict:
     d.hard_vocab_limit = True  # False: a corpus too small for vocab_size gets fewer pieces
     d.character_coverage = 0.9995  # Chinese; ~1.0 for English
     d.lower_case = True  # for tokenizer_model files too (a directory's own setting wins)
+    # SentencePiece encoding: 'transformers' (AlbertTokenizer's, what released checkpoints are
+    # used with) or 'reference' (google-research/albert's under Python 3); see tokenization.py.
+    d.tokenizer_mode = "transformers"
     # Examples.
     d.max_seq_length = 128
     d.max_predictions = 20
