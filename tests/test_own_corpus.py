@@ -126,7 +126,7 @@ def test_text_directory_pretrains_from_the_command_line(texts, tmp_path):
     assert last.startswith("error: the tokenizer in") and "docs.jsonl" in last
 
 
-def test_jsonl_with_a_tokenizer_model_and_one_epoch_streamed(texts, tmp_path):
+def test_jsonl_with_a_tokenizer_model_one_epoch_streamed_and_pretrained(texts, tmp_path):
     tok_dir = tmp_path / "tok"
     out = run(["-m", "pretrain.tokenizer", "--input", "docs.jsonl", "--format", "jsonl",
                "--vocab_size", "3000", "--out", str(tok_dir)], cwd=texts).stdout  # fmt: skip
@@ -150,6 +150,10 @@ def test_jsonl_with_a_tokenizer_model_and_one_epoch_streamed(texts, tmp_path):
     assert wrote == len(lines) > 120  # every example of one pass, more than one per document
     first = json.loads(lines[0])
     assert first["input_ids"][0] == 2 and first["input_ids"].count(3) >= 2  # [CLS], [SEP]s
+    # ... and a short pretraining run on the corpus prepared above (not built again).
+    out = run(["-m", "pretrain", *flags, *SHORT], cwd=texts).stdout
+    data = json.loads(next(line for line in out.splitlines() if line.startswith('{"data"')))
+    assert not data["data"]["built_now"] and (tmp_path / "w" / "model" / "config.json").exists()
 
 
 def test_vocab_limit_is_one_line_with_the_largest_size(texts, tmp_path):
@@ -331,25 +335,41 @@ def test_a_too_small_eval_split_is_named(texts, tmp_path):
         assert metrics["loss"] == pytest.approx(np.mean(range(1, len(seen) + 1)))
 
 
+def reference_cases(kind, lower, mode):
+    """(text, ids) pairs: transformers' ids (tokens.json), or per mode (tokens_modes.json)."""
+    ref = os.path.join(ROOT, "tests", "fixtures", "reference")
+    if mode is None:
+        with open(os.path.join(ref, "tokens.json"), encoding="utf-8") as f:
+            return [(c["text"], c["ids"]) for c in json.load(f)[kind]]
+    with open(os.path.join(ref, "tokens_modes.json"), encoding="utf-8") as f:
+        cases = json.load(f)[kind]
+    return [(c["text"], c[mode]) for c in cases if c["lower_case"] == lower]
+
+
 @pytest.mark.parametrize(
-    "kind,model,lower",
+    "kind,model,lower,mode",
     [
-        ("sentencepiece", "tokenizer_sp/spiece.model", True),
-        ("wordpiece_uncased", "tokenizer_wp/vocab.txt", True),
-        ("wordpiece_cased", "tokenizer_wp/vocab.txt", False),
+        ("sentencepiece", "tokenizer_sp/spiece.model", True, None),
+        ("wordpiece_uncased", "tokenizer_wp/vocab.txt", True, None),
+        ("wordpiece_cased", "tokenizer_wp/vocab.txt", False, None),
+        ("sentencepiece", "tokenizer_sp_numbers/spiece.model", True, "reference"),
+        ("sentencepiece", "tokenizer_sp_numbers/spiece.model", False, "reference"),
+        ("sentencepiece", "tokenizer_sp_numbers/spiece.model", True, "transformers"),
+        ("wordpiece", "tokenizer_wp/vocab.txt", True, "reference"),
     ],
 )
-def test_tokenizer_model_gives_the_transformers_ids(kind, model, lower, tmp_path):
-    """A corpus prepared with data.tokenizer_model stores the ids transformers' AlbertTokenizer /
-    BertTokenizer give the same model (tests/fixtures/reference/tokens.json)."""
-    with open(os.path.join(ROOT, "tests", "fixtures", "reference", "tokens.json")) as f:
-        cases = json.load(f)
-    texts = [c for c in cases[kind] if c["text"].strip() and "\n" not in c["text"]]
+def test_tokenizer_model_gives_the_reference_ids(kind, model, lower, mode, tmp_path):
+    """A corpus prepared with data.tokenizer_model (and data.tokenizer_mode) stores the ids
+    transformers' AlbertTokenizer / BertTokenizer give the same model, or with mode='reference'
+    those of google-research/albert's tokenization.py, English and Chinese text."""
+    texts = [(t, ids) for t, ids in reference_cases(kind, lower, mode) if t.strip()]
+    texts = [(t, ids) for t, ids in texts if "\n" not in t]
     raw = tmp_path / "texts.txt"  # one document per reference text, whitespace kept inside
-    raw.write_text("".join(c["text"].strip() + "\n\n" for c in texts), encoding="utf-8")
+    raw.write_text("".join(t.strip() + "\n\n" for t, _ in texts), encoding="utf-8")
     d = common.get_data_config()
     d.input_files, d.input_format, d.lower_case = str(raw), "text", lower
     d.tokenizer_model = os.path.join(ROOT, "tests", "fixtures", model)
+    d.tokenizer_mode = mode or "transformers"
     d.data_dir, d.max_sentence_tokens = str(tmp_path / "data"), 10_000
     from albert_jax.tokenization import read_tokenizer
 
@@ -357,4 +377,4 @@ def test_tokenizer_model_gives_the_transformers_ids(kind, model, lower, tmp_path
     r = pipeline.resolve_paths(d)
     corpus.build(r)
     stored = {int(x["doc_index"]): x["ids"].tolist() for x in corpus.open_source(r)}
-    assert [stored[i] for i in range(len(texts))] == [c["ids"] for c in texts]
+    assert [stored[i] for i in range(len(texts))] == [ids for _, ids in texts]
