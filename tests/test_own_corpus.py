@@ -170,6 +170,14 @@ def test_vocab_limit_is_one_line_with_the_largest_size(texts, tmp_path):
     assert json.loads(out.stdout.splitlines()[-1])["vocab_size"] == allowed
 
 
+def test_a_model_file_as_tokenizer_dir_says_to_use_tokenizer_model(texts, tmp_path):
+    d = common.get_data_config()
+    d.input_files, d.input_format, d.data_dir = str(texts / "texts"), "text", str(tmp_path)
+    d.tokenizer_dir = SP_FIXTURE  # absolute: not joined to data_dir
+    with pytest.raises(corpus.CorpusError, match="is a file.*--config.data.tokenizer_model=PATH"):
+        corpus.build(pipeline.resolve_paths(d))
+
+
 def bert_style_vocab(path, documents) -> list[str]:
     """A WordPiece vocab.txt laid out as BERT's / albert_zh's: [PAD] 0, [unused*], [UNK] 100,
     [CLS] 101, [SEP] 102, [MASK] 103, then the corpus's characters."""

@@ -573,6 +573,11 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
 
     d = data_config
     where = d.tokenizer_dir
+    if os.path.isfile(where):
+        raise CorpusError(
+            f"data.tokenizer_dir={where} is a file: it names the directory the corpus tokenizer "
+            "lives in; to use an existing model, pass --config.data.tokenizer_model=PATH"
+        )
     present = any(os.path.exists(os.path.join(where, f)) for f in (MODEL_FILE, VOCAB_FILE))
     meta_path = os.path.join(where, META_FILE)
     meta = {}
