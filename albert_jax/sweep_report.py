@@ -21,7 +21,15 @@ from typing import Any
 
 from albert_jax.sweep import Sweep, groups
 
-PRETRAIN_KEYS = ("mlm_accuracy", "sop_accuracy", "nsp_accuracy", "mlm_loss")
+PRETRAIN_KEYS = (
+    "mlm_accuracy",
+    "sop_accuracy",
+    "nsp_accuracy",
+    "mlm_loss",
+    "sop_task_accuracy",
+    "nsp_task_accuracy",
+)
+CROSS = ("sop_task_accuracy", "nsp_task_accuracy")  # with cross_eval (paper Table 5)
 
 
 def _jsonl(path: str) -> list[dict]:
@@ -143,6 +151,8 @@ def _fmt(v: Any) -> str:
 def markdown(sweep: Sweep, rows: list[dict]) -> str:
     axes = list(sweep.grid)
     head = [a.split(".", 1)[1] for a in axes]
+    cross = [k for k in CROSS if any(f"pretrain_{k}" in r for r in rows)]
+    cross_cols = [f"{k.split('_')[0].upper()} task acc" for k in cross]
     out = []
     if sweep.tasks:
         for task in sweep.tasks:
@@ -150,7 +160,8 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
             if not trows:
                 continue
             metric = trows[0]["metric"]
-            cols = head + ["params", "MLM acc", "SOP acc", f"dev {metric}", f"test {metric}"]
+            cols = head + ["params", "MLM acc", "SOP acc", *cross_cols]
+            cols += [f"dev {metric}", f"test {metric}"]
             cols += [f"dev {metric} after epoch 1", "seeds", "s/step"]
             out += [f"### {task} ({metric}, %; mean ± std over seeds)", "", _row(cols)]
             out.append(_row(["---"] * len(cols)))
@@ -163,6 +174,7 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
                 line += [
                     _fmt(first.get("pretrain_sop_accuracy", first.get("pretrain_nsp_accuracy")))
                 ]
+                line += [_fmt(first.get(f"pretrain_{k}")) for k in cross]
                 line += [_ms([r.get(f"dev_{metric}") for r in pr])]
                 line += [_ms([r.get(f"test_{metric}") for r in pr])]
                 line += [_ms([r.get("dev_first_epoch") for r in pr]), str(len(pr))]
@@ -170,12 +182,13 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
                 out.append(_row(line))
             out.append("")
     else:
-        cols = head + ["params", "MLM acc", "SOP/NSP acc", "s/step", "wall s"]
+        cols = head + ["params", "MLM acc", "SOP/NSP acc", *cross_cols, "s/step", "wall s"]
         out += ["### pretraining (held-out, %)", "", _row(cols), _row(["---"] * len(cols))]
         for r in rows:
             acc = r.get("pretrain_sop_accuracy", r.get("pretrain_nsp_accuracy"))
             line = [_fmt(r[a]) for a in axes] + [_fmt(r.get("params_pretrained"))]
             line += [_fmt(r.get("pretrain_mlm_accuracy")), _fmt(acc)]
+            line += [_fmt(r.get(f"pretrain_{k}")) for k in cross]
             line += [_fmt(r.get("pretrain_step_s")), _fmt(r.get("pretrain_wall_s"))]
             out.append(_row(line))
         out.append("")

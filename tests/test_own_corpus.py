@@ -386,3 +386,30 @@ def test_tokenizer_model_gives_the_reference_ids(kind, model, lower, mode, tmp_p
     corpus.build(r)
     stored = {int(x["doc_index"]): x["ids"].tolist() for x in corpus.open_source(r)}
     assert [stored[i] for i in range(len(texts))] == [ids for _, ids in texts]
+
+
+def test_cross_eval_scores_the_sentence_head_on_both_tasks(texts, tmp_path):
+    """cross_eval: `sop_task_accuracy` comes from SOP pairs, `nsp_task_accuracy` from NSP pairs
+    (told apart here by the debug fields: NSP never swaps, SOP never takes a random B)."""
+    from albert_jax.data.pipeline import resolve_paths
+    from albert_jax.train.pretraining import PretrainingTask
+    from configs.pretrain import cpu_small
+
+    config = cpu_small.get_config()
+    d = config.data
+    d.input_files, d.input_format = str(texts / "texts"), "text"
+    d.tokenizer_model, d.vocab_size = SP_FIXTURE, 120
+    d.data_dir, d.worker_count, d.global_batch_size = str(tmp_path / "data"), 0, 8
+    d.debug, d.mode = True, "nsp"
+    config.eval_batches, config.eval_split, config.cross_eval = 6, "train[:30]", True
+    data = resolve_paths(d)
+    corpus.build(data)
+
+    def run(batch):  # "accuracy" = the share of swapped pairs; a loss to check the rest stays
+        return {"sop_accuracy": float(np.mean(batch["swapped"])), "loss": 1.0}
+
+    m = PretrainingTask(config, data).evaluate(run, 0)
+    assert m["nsp_task_accuracy"] == m["sop_accuracy"] == 0.0  # own task: the usual metric
+    assert 0.3 < m["sop_task_accuracy"] < 0.7 and m["loss"] == 1.0
+    config.cross_eval = False
+    assert set(PretrainingTask(config, data).evaluate(run, 0)) == {"sop_accuracy", "loss"}

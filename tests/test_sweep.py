@@ -131,7 +131,7 @@ MODEL_CONFIG = dict(
 )  # fmt: skip
 
 
-def fake_results(work, sweep, test_acc):
+def fake_results(work, sweep, test_acc, last_eval=None):
     """Pretraining metrics, models and per-seed fine-tuning results for every point."""
     for g in groups(sweep):
         pdir = os.path.join(work, "pretrain", g[0].name("pretrain"))
@@ -140,7 +140,8 @@ def fake_results(work, sweep, test_acc):
             [
                 {"step": 5, "split": "train", "step_time_s": 0.5},
                 {"step": 10, "split": "eval", "mlm_accuracy": 0.2, "sop_accuracy": 0.6},
-                {"step": 20, "split": "eval", "mlm_accuracy": 0.3, "sop_accuracy": 0.7},
+                {"step": 20, "split": "eval", "mlm_accuracy": 0.3, "sop_accuracy": 0.7}
+                | (last_eval or {}),
             ],
             lines=True,
         )
@@ -208,6 +209,21 @@ def test_report_tables_csv_and_plots_from_known_results(tmp_path):
         png = tmp_path / "plots" / f"{name}.png"
         assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 5000
         assert f"(plots/{name}.png)" in (tmp_path / "results.md").read_text()
+
+
+def test_report_shows_the_cross_task_accuracies(tmp_path):
+    """With cross_eval (sop_vs_nsp.py) the table gains the SOP- and NSP-task accuracy columns."""
+    sweep = grid_sweep(tasks={"sentiment": "configs/finetune/sentiment.py"}, seeds=(0,))
+    sweep.grid.pop("pretrain.data.mode")
+    accs = {p.name(): [0.8] for p in points(sweep)}
+    cross = {"sop_task_accuracy": 0.7, "nsp_task_accuracy": 0.55}
+    fake_results(str(tmp_path), sweep, accs, last_eval=cross)
+    lines = sweep_report.write(sweep, str(tmp_path)).splitlines()
+    assert "| SOP task acc | NSP task acc |" in lines[2]
+    assert all("| 30.00 | 70.00 | 70.00 | 55.00 |" in line for line in lines[4:8])
+    with open(tmp_path / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert float(rows[0]["pretrain_nsp_task_accuracy"]) == pytest.approx(0.55)
 
 
 # --- slow: a real sweep ---------------------------------------------------------------------------

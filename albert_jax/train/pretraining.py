@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from albert_jax import presets
+from albert_jax.data import pairs
 from albert_jax.losses import mlm_denominator, pretraining_loss
 from albert_jax.model import AlbertForPreTraining
 from albert_jax.train.metrics import train_flops_per_sequence
@@ -72,11 +73,11 @@ class PretrainingTask:
         )
         return pretraining_loss(out, batch, norms)
 
-    def _iterator(self, split, process_index, process_count, **kwargs):
+    def _iterator(self, split, process_index, process_count, data=None, **kwargs):
         from albert_jax.data.pipeline import make_iterator
 
         return make_iterator(
-            self.data,
+            data if data is not None else self.data,
             split,
             process_index,
             process_count,
@@ -87,10 +88,16 @@ class PretrainingTask:
     def train_iterator(self, process_index, process_count):
         return self._iterator(self.config.train_split, process_index, process_count)
 
-    def eval_iterator(self, process_index, process_count):
-        """The same held-out batches at every evaluation (in-process: no worker start-up)."""
+    def eval_iterator(self, process_index, process_count, mode: str | None = None):
+        """The same held-out batches at every evaluation (in-process: no worker start-up); with
+        `mode` ('sop' / 'nsp'), the pairs are built for that sentence task instead."""
+        data = self.data
+        if mode is not None and mode != data.mode:
+            data = data.copy_and_resolve_references()
+            with data.unlocked():
+                data.mode = mode
         return self._iterator(
-            self.config.eval_split, process_index, process_count, worker_count=0, num_epochs=1
+            self.config.eval_split, process_index, process_count, data, worker_count=0, num_epochs=1
         )
 
     def eval_step(self, params, batch):
@@ -99,11 +106,22 @@ class PretrainingTask:
     def evaluate(self, run, step, split=None) -> dict[str, float]:
         """Mean of the per-batch metrics over `config.eval_batches` held-out batches, or as many
         full batches as one pass over the split gives (every batch is full and has the same size,
-        so each weighs the same)."""
+        so each weighs the same). With `config.cross_eval` also the sentence head's accuracy on
+        held-out pairs of each sentence task, `sop_task_accuracy` and `nsp_task_accuracy` (the
+        paper's Table 5: a model trained for one scored on the other)."""
+        del step, split
+        metrics = self._mean(run, self.data.mode)
+        if self.config.get("cross_eval", False):
+            for mode in pairs.MODES:
+                own = mode == self.data.mode
+                acc = (metrics if own else self._mean(run, mode))["sop_accuracy"]
+                metrics[f"{mode}_task_accuracy"] = acc
+        return metrics
+
+    def _mean(self, run, mode) -> dict[str, float]:
         from albert_jax.data.pipeline import DataConfigError
 
-        del step, split
-        it = self.eval_iterator(jax.process_index(), jax.process_count())
+        it = self.eval_iterator(jax.process_index(), jax.process_count(), mode)
         sums: dict[str, float] = {}
         n = 0
         for batch in itertools.islice(it, int(self.config.eval_batches)):

@@ -80,6 +80,7 @@ def trainer_defaults() -> ml_collections.ConfigDict:
     c.keep_checkpoint_every = 0  # also keep every K-th step (0: off)
     c.eval_every = 5000
     c.eval_batches = 20
+    c.cross_eval = False  # also score the sentence head on SOP and NSP pairs (paper Table 5)
     c.train_split = "train[:99%]"
     c.eval_split = "train[99%:]"
     c.peak_flops_per_device = 0.0  # for MFU, e.g. 275e12 (TPU v4 bf16), 989e12 (H100 bf16)
