@@ -138,6 +138,10 @@ def _ms(values: list) -> str:
     return f"{mean:.2f} ± {std:.2f}"
 
 
+def _seconds(v: Any) -> str:
+    return "-" if v is None else f"{float(v):.3g}"  # never a percentage, however small
+
+
 def _fmt(v: Any) -> str:
     if v is None:
         return "-"
@@ -178,7 +182,7 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
                 line += [_ms([r.get(f"dev_{metric}") for r in pr])]
                 line += [_ms([r.get(f"test_{metric}") for r in pr])]
                 line += [_ms([r.get("dev_first_epoch") for r in pr]), str(len(pr))]
-                line += [_fmt(first.get("finetune_step_s"))]
+                line += [_seconds(first.get("finetune_step_s"))]
                 out.append(_row(line))
             out.append("")
     else:
@@ -189,7 +193,7 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
             line = [_fmt(r[a]) for a in axes] + [_fmt(r.get("params_pretrained"))]
             line += [_fmt(r.get("pretrain_mlm_accuracy")), _fmt(acc)]
             line += [_fmt(r.get(f"pretrain_{k}")) for k in cross]
-            line += [_fmt(r.get("pretrain_step_s")), _fmt(r.get("pretrain_wall_s"))]
+            line += [_seconds(r.get("pretrain_step_s")), _seconds(r.get("pretrain_wall_s"))]
             out.append(_row(line))
         out.append("")
     if sweep.paper:

@@ -205,6 +205,7 @@ def test_report_tables_csv_and_plots_from_known_results(tmp_path):
     all_default = next(line for line in lines if line.startswith("| all | default |"))
     assert "| 82.00 ± 2.00 |" in all_default and "| 81.00 ± 2.00 |" in all_default  # test, dev
     assert "| 30.00 | 70.00 |" in all_default  # held-out MLM and SOP accuracy
+    assert all_default.endswith("| 3 | 0.1 |")  # seeds, s/step (seconds, not a percentage)
     for name in ("pretrain_curves", "sentiment_scores", "sentiment_params", "sentiment_dev_curves"):
         png = tmp_path / "plots" / f"{name}.png"
         assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 5000
