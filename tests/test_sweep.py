@@ -82,6 +82,20 @@ def test_check_names_the_field_that_does_not_exist():
         check(grid_sweep(tasks={"x": "configs/finetune/nope.py"}))
 
 
+SWEEP_CONFIGS = sorted(
+    f[:-3] for f in os.listdir(os.path.join(REPO, "configs", "sweeps")) if f[0] != "_"
+)
+
+
+@pytest.mark.parametrize("name", SWEEP_CONFIGS)
+def test_every_sweep_config_names_real_fields(name):
+    from albert_jax.sweep import load
+
+    sweep = load(os.path.join(REPO, "configs", "sweeps", f"{name}.py"))
+    check(sweep)  # each grid axis and override exists in its pretraining / fine-tuning config
+    assert points(sweep)
+
+
 def _cli(*args, check_rc=True):
     done = subprocess.run(
         [sys.executable, "-m", "pretrain.sweep", *args],
