@@ -413,3 +413,41 @@ def test_cross_eval_scores_the_sentence_head_on_both_tasks(texts, tmp_path):
     assert 0.3 < m["sop_task_accuracy"] < 0.7 and m["loss"] == 1.0
     config.cross_eval = False
     assert set(PretrainingTask(config, data).evaluate(run, 0)) == {"sop_accuracy", "loss"}
+
+
+def test_an_interrupted_preparation_resumes_from_its_finished_parts(texts, tmp_path, monkeypatch):
+    """Parts of 16 documents here: a build killed in its 4th part keeps parts 0-2; run again it
+    tokenizes only the rest, and the corpus equals one built in one go."""
+    from albert_jax.data.pipeline import resolve_paths
+
+    monkeypatch.setattr(corpus, "_CHUNK_DOCS", 8)
+    monkeypatch.setattr(corpus, "_PART_CHUNKS", 2)
+    real, calls = corpus._tokenize_chunk, []
+
+    def counting(args):
+        calls.append(1)
+        if fail_at and len(calls) == fail_at:
+            raise KeyboardInterrupt("killed")
+        return real(args)
+
+    monkeypatch.setattr(corpus, "_tokenize_chunk", counting)
+    d = common.get_data_config()
+    d.input_files, d.input_format = str(texts / "texts"), "text"
+    d.tokenizer_model, d.vocab_size, d.prepare_processes = SP_FIXTURE, 120, 1
+    built = []
+    for name, fail_at in [("once", None), ("resumed", 7), ("resumed", None)]:
+        d.data_dir = str(tmp_path / name)
+        r = resolve_paths(d)
+        calls.clear()
+        if fail_at:
+            with pytest.raises(KeyboardInterrupt):
+                corpus.build(r)
+            parts = sorted(os.listdir(os.path.join(r.data_dir, "parts", r.corpus_name)))
+            assert parts == ["fingerprint.json", *[f"part-{k:06d}.npz" for k in range(3)]]
+            continue
+        stats = corpus.build(r)["stats"]
+        built.append((stats, sorted((int(x["doc_index"]), x["ids"].tolist())
+                                    for x in corpus.open_source(r))))  # fmt: skip
+        assert len(calls) == (15 if name == "once" else 15 - 6)  # 120 documents, 8 a chunk
+        assert not os.path.exists(os.path.join(r.data_dir, "parts", r.corpus_name))
+    assert built[0] == built[1]

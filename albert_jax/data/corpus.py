@@ -31,10 +31,12 @@ import collections
 import dataclasses
 import glob
 import hashlib
+import itertools
 import json
 import logging
 import os
 import re
+import shutil
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -336,6 +338,7 @@ def _make_builder_classes():
         tfds_split: str = "train"
         tfds_data_dir: str | None = None
         processes: int = 1
+        parts_dir: str = ""  # finished parts of an interrupted build (see tokenize_in_parallel)
 
     class AlbertCorpus(tfds.core.GeneratorBasedBuilder, skip_registration=True):
         """Tokenized documents for ALBERT pretraining (train split only)."""
@@ -442,7 +445,11 @@ def _chunks(docs, stats: CorpusStats, size: int):
 def tokenize_in_parallel(docs, cfg, stats: CorpusStats, total_bytes: int | None = None):
     """Tokenized records of `docs` in input order, using `cfg.processes` worker processes (1: this
     process; 0: one per core, but at most one per 16 MB of input, as starting a worker costs about
-    a second), with a progress bar over the raw input (MB, ETA)."""
+    a second), with a progress bar over the raw input (MB, ETA).
+
+    With `cfg.parts_dir`, every `_PART_CHUNKS` chunks are also saved there as one part (written
+    atomically); a build that was interrupted and is run again reads its finished parts back
+    instead of tokenizing them (the input is still read, which is the cheap half)."""
     from tqdm import tqdm
 
     processes = int(cfg.processes)
@@ -483,9 +490,9 @@ def tokenize_in_parallel(docs, cfg, stats: CorpusStats, total_bytes: int | None 
         done = now
         return records
 
-    pending = collections.deque()  # at most 2 chunks per process in flight: bounded memory
-    try:
-        for chunk, mark in _chunks(docs, stats, _CHUNK_DOCS):
+    def tokenize(chunks):
+        pending = collections.deque()  # at most 2 chunks per process in flight: bounded memory
+        for chunk, mark in chunks:
             if pool is None:
                 yield from finish((_tokenize_chunk((chunk, mst)), mark))
                 continue
@@ -494,11 +501,94 @@ def tokenize_in_parallel(docs, cfg, stats: CorpusStats, total_bytes: int | None 
                 yield from finish(pending.popleft())
         while pending:
             yield from finish(pending.popleft())
+
+    parts = _Parts(cfg) if cfg.parts_dir else None
+    try:
+        chunks = _chunks(docs, stats, _CHUNK_DOCS)
+        if parts is None:
+            yield from tokenize(chunks)
+        for k in itertools.count() if parts is not None else ():
+            part = list(itertools.islice(chunks, _PART_CHUNKS))
+            if not part:
+                break
+            saved = parts.load(k)
+            if saved is None:
+                before = _token_stats(stats)
+                records = list(tokenize(part))
+                after = _token_stats(stats)
+                parts.save(k, records, {n: after[n] - before[n] for n in _TOKEN_STATS})
+            else:
+                records, part_stats = saved
+                for name, value in part_stats.items():
+                    setattr(stats, name, getattr(stats, name) + value)
+                bar.update(round(part[-1][1] * scale, 1) - done)
+                done = round(part[-1][1] * scale, 1)
+            yield from records
     finally:
         bar.close()
         if pool is not None:
             pool.terminate()
 
+
+_TOKEN_STATS = ("documents", "empty_documents", "one_sentence_documents", "sentences",
+                "empty_sentences", "long_sentences_split", "tokens")  # fmt: skip
+_PART_CHUNKS = 16  # chunks of _CHUNK_DOCS documents per saved part
+
+
+def _token_stats(stats: CorpusStats) -> dict[str, int]:
+    return {k: getattr(stats, k) for k in _TOKEN_STATS}
+
+
+class _Parts:
+    """The finished parts of a corpus build: part-K.npz, the records of chunks 16K..16K+15 in
+    order, and their share of the statistics. `fingerprint.json` names the inputs, settings and
+    tokenizer they were made with; parts made with others are discarded, never reused."""
+
+    def __init__(self, cfg):
+        from albert_jax.tokenization import META_FILE
+
+        self.dir = cfg.parts_dir
+        fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+        fields = {k: v for k, v in fields.items() if k in _FINGERPRINT_FIELDS}
+        meta = os.path.join(cfg.tokenizer_dir, META_FILE)
+        fields["tokenizer"] = open(meta).read() if os.path.exists(meta) else ""
+        fingerprint = json.dumps(fields, sort_keys=True, default=str)
+        path = os.path.join(self.dir, "fingerprint.json")
+        if os.path.exists(path) and open(path).read() != fingerprint:
+            log.warning("%s: parts of a build with other settings; discarded", self.dir)
+            shutil.rmtree(self.dir)
+        os.makedirs(self.dir, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(fingerprint)
+
+    def _path(self, k: int) -> str:
+        return os.path.join(self.dir, f"part-{k:06d}.npz")
+
+    def load(self, k: int):
+        if not os.path.exists(self._path(k)):
+            return None
+        with np.load(self._path(k)) as z:
+            part_stats = json.loads(str(z["stats"]))
+            if not len(z["ids_len"]):
+                return [], part_stats
+            split = {n: np.split(z[n], np.cumsum(z[f"{n}_len"])[:-1]) for n in _RECORD_FIELDS}
+        rows = zip(*split.values(), strict=True)
+        return [dict(zip(_RECORD_FIELDS, r, strict=True)) for r in rows], part_stats
+
+    def save(self, k: int, records: list[dict], part_stats: dict[str, int]) -> None:
+        arrays = {"stats": np.asarray(json.dumps(part_stats))}
+        for n, dtype in _RECORD_FIELDS.items():
+            arrays[n] = np.concatenate([r[n] for r in records] or [np.zeros(0, dtype)])
+            arrays[f"{n}_len"] = np.asarray([len(r[n]) for r in records], np.int64)
+        tmp = self._path(k) + ".tmp"
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, self._path(k))
+
+
+_RECORD_FIELDS = {"ids": np.int32, "sentence_lengths": np.int32, "word_starts": np.bool_}
+_FINGERPRINT_FIELDS = ("name", "input_files", "input_format", "text_field", "max_sentence_tokens",
+                       "tfds_name", "tfds_split", "tfds_data_dir")  # fmt: skip
 
 _CLASSES = None
 
@@ -532,6 +622,7 @@ def make_builder(data_config):
         tfds_split=data_config.get("tfds_split", "train"),
         tfds_data_dir=data_config.get("tfds_data_dir", "") or None,
         processes=int(data_config.get("prepare_processes", 0)),
+        parts_dir=os.path.join(str(data_config.data_dir), "parts", corpus_name(data_config)),
     )
     return builder_cls(config=cfg, data_dir=str(data_config.data_dir), file_format="array_record")
 
@@ -542,6 +633,7 @@ def prepare(data_config) -> CorpusStats | None:
     if builder.is_prepared():
         return None
     builder.download_and_prepare(file_format="array_record")
+    shutil.rmtree(builder.builder_config.parts_dir, ignore_errors=True)  # only kept to resume
     return builder.corpus_stats
 
 
