@@ -296,9 +296,12 @@ def test_documented_overrides_parse(path):
         assert got == want, o
 
 
-def test_parallel_preparation_writes_the_same_corpus(texts, tmp_path):
-    """Tokenizing in 2 worker processes gives the documents 1 process gives, in the same order."""
+def test_parallel_preparation_writes_the_same_corpus(texts, tmp_path, monkeypatch):
+    """Tokenizing in 2 worker processes gives the documents 1 process gives, in the same order
+    (15 chunks of 8 documents, several in flight at once)."""
     from albert_jax.data.pipeline import resolve_paths
+
+    monkeypatch.setattr(corpus, "_CHUNK_DOCS", 8)
 
     d = common.get_data_config()
     d.input_files, d.input_format = str(texts / "texts"), "text"
