@@ -452,6 +452,24 @@ MUTANTS = [
         "parallel tokenization yields chunks out of input order",
         ("tests/test_own_corpus.py::test_parallel_preparation_writes_the_same_corpus",),
     ),
+    Mutant(
+        "corpus-resume-ignores-parts",
+        CORPUS,
+        "            saved = parts.load(k)",
+        "            saved = None",
+        "an interrupted preparation tokenizes everything again (its finished parts are ignored)",
+        (
+            "tests/test_own_corpus.py::test_an_interrupted_preparation_resumes_from_its_finished_parts",
+        ),
+    ),
+    Mutant(
+        "tokenization-reference-mode-strips-marker",
+        "albert_jax/tokenization.py",
+        'strip = mode == "transformers" and piece[0] != SPIECE_UNDERLINE',
+        "strip = piece[0] != SPIECE_UNDERLINE",
+        "reference mode drops the re-split marker as transformers does (not the original's ids)",
+        ("tests/test_tokenization_reference.py",),
+    ),
     # ------------------------------------------------------------------ trainer
     Mutant(
         "trainer-rng-not-folded-with-step",
