@@ -37,7 +37,8 @@ SHORT = [
 
 
 def run(args, cwd, check=True):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}  # one device, as a laptop
+    # One device, as on a laptop; LLVM at -O0 as in the rest of the suite (compile time).
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_backend_optimization_level=0"}
     proc = subprocess.run(
         [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
     )
@@ -454,3 +455,22 @@ def test_an_interrupted_preparation_resumes_from_its_finished_parts(texts, tmp_p
         assert len(calls) == (15 if name == "once" else 15 - 6)  # 120 documents, 8 a chunk
         assert not os.path.exists(os.path.join(r.data_dir, "parts", r.corpus_name))
     assert built[0] == built[1]
+
+
+def test_a_batch_that_does_not_split_over_the_devices_is_named(texts, tmp_path):
+    """8 devices (the suite's fake ones) and a batch of 4: one clear error before any compile."""
+    import jax
+
+    from albert_jax.data.pipeline import resolve_paths
+    from albert_jax.train.pretraining import PretrainingTask
+    from albert_jax.train.trainer import TrainConfigError, train
+    from configs.pretrain import cpu_small
+
+    assert jax.device_count() == 8
+    config = cpu_small.get_config()
+    d = config.data
+    d.input_files, d.input_format = str(texts / "texts"), "text"
+    d.tokenizer_model, d.vocab_size = SP_FIXTURE, 120
+    d.data_dir, d.global_batch_size = str(tmp_path / "data"), 4
+    with pytest.raises(TrainConfigError, match="batch of 4 .* 8 devices .* multiple of 8"):
+        train(config, str(tmp_path / "w"), PretrainingTask(config, resolve_paths(d)))

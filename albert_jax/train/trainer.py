@@ -42,6 +42,22 @@ class NonFiniteLossError(FloatingPointError):
     pass
 
 
+class TrainConfigError(ValueError):
+    """A trainer setting that cannot work with this mesh (the message says what to change)."""
+
+
+def check_batch(batch_size: int, accum: int, mesh) -> None:
+    """Every micro-batch must split evenly over the devices the batch is sharded on."""
+    shards = int(mesh.shape["data"]) * int(mesh.shape["fsdp"])
+    if batch_size % (accum * shards):
+        raise TrainConfigError(
+            f"the global batch of {batch_size} examples in {accum} micro-batch(es) does not "
+            f"split over the {shards} devices of the batch axes (mesh {dict(mesh.shape)}): make "
+            f"it a multiple of {accum * shards} (data.global_batch_size for pretraining, "
+            "batch_size for fine-tuning) or change mesh_shape / grad_accum_steps"
+        )
+
+
 class Task(Protocol):
     """What `train()` needs from a job. Optional members are marked; see the implementations."""
 
@@ -270,12 +286,13 @@ def train(config, workdir: str, task) -> dict[str, float]:
             f.write(config.to_json_best_effort(indent=2, sort_keys=True))
 
     mesh = partitioning.make_mesh(tuple(config.mesh_shape))
+    accum = int(config.get("grad_accum_steps", 1))
+    batch_size = int(task.global_batch_size)
+    check_batch(batch_size, accum, mesh)
     rules = _rules(config)
     tx, schedule = make_optimizer(config.optim, task.model_config, param_shapes(task))
     init, shardings, abstract = create_state(task, tx, mesh, rules, int(config.seed))
     batch_shard = partitioning.batch_sharding(mesh)
-    accum = int(config.get("grad_accum_steps", 1))
-    batch_size = int(task.global_batch_size)
 
     with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
         step_fn = jax.jit(
