@@ -28,8 +28,11 @@ PRETRAIN_KEYS = (
     "mlm_loss",
     "sop_task_accuracy",
     "nsp_task_accuracy",
+    "sop_task_majority",
+    "nsp_task_majority",
 )
-CROSS = ("sop_task_accuracy", "nsp_task_accuracy")  # with cross_eval (paper Table 5)
+# With cross_eval (paper Table 5): the sentence head on each task's pairs, and the majority label.
+CROSS = ("sop_task_accuracy", "sop_task_majority", "nsp_task_accuracy", "nsp_task_majority")
 
 
 def _jsonl(path: str) -> list[dict]:
@@ -156,7 +159,10 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
     axes = list(sweep.grid)
     head = [a.split(".", 1)[1] for a in axes]
     cross = [k for k in CROSS if any(f"pretrain_{k}" in r for r in rows)]
-    cross_cols = [f"{k.split('_')[0].upper()} task acc" for k in cross]
+    cross_cols = [
+        f"{k.split('_')[0].upper()} task {'acc' if k.endswith('accuracy') else 'majority'}"
+        for k in cross
+    ]
     out = []
     if sweep.tasks:
         for task in sweep.tasks:

@@ -415,6 +415,13 @@ def test_cross_eval_scores_the_sentence_head_on_both_tasks(texts, tmp_path):
     m = PretrainingTask(config, data).evaluate(run, 0)
     assert m["nsp_task_accuracy"] == m["sop_accuracy"] == 0.0  # own task: the usual metric
     assert 0.3 < m["sop_task_accuracy"] < 0.7 and m["loss"] == 1.0
+    # The majority label's accuracy: from the labels of the same held-out pairs.
+    labels = {}
+    for mode in ("sop", "nsp"):
+        it = PretrainingTask(config, data).eval_iterator(0, 1, mode)
+        share = np.mean([b["sentence_order_label"].mean() for b in itertools.islice(it, 6)])
+        labels[mode] = max(share, 1 - share)
+        assert m[f"{mode}_task_majority"] == pytest.approx(labels[mode])
     config.cross_eval = False
     assert set(PretrainingTask(config, data).evaluate(run, 0)) == {"sop_accuracy", "loss"}
 

@@ -227,15 +227,17 @@ def test_report_tables_csv_and_plots_from_known_results(tmp_path):
 
 
 def test_report_shows_the_cross_task_accuracies(tmp_path):
-    """With cross_eval (sop_vs_nsp.py) the table gains the SOP- and NSP-task accuracy columns."""
+    """With cross_eval (sop_vs_nsp.py) the table gains each sentence task's accuracy and the
+    accuracy of always answering its more frequent label."""
     sweep = grid_sweep(tasks={"sentiment": "configs/finetune/sentiment.py"}, seeds=(0,))
     sweep.grid.pop("pretrain.data.mode")
     accs = {p.name(): [0.8] for p in points(sweep)}
-    cross = {"sop_task_accuracy": 0.7, "nsp_task_accuracy": 0.55}
+    cross = {"sop_task_accuracy": 0.7, "sop_task_majority": 0.65}
+    cross |= {"nsp_task_accuracy": 0.55, "nsp_task_majority": 0.6}
     fake_results(str(tmp_path), sweep, accs, last_eval=cross)
     lines = sweep_report.write(sweep, str(tmp_path)).splitlines()
-    assert "| SOP task acc | NSP task acc |" in lines[2]
-    assert all("| 30.00 | 70.00 | 70.00 | 55.00 |" in line for line in lines[4:8])
+    assert "| SOP task acc | SOP task majority | NSP task acc | NSP task majority |" in lines[2]
+    assert all("| 30.00 | 70.00 | 70.00 | 65.00 | 55.00 | 60.00 |" in line for line in lines[4:8])
     with open(tmp_path / "results.csv") as f:
         rows = list(csv.DictReader(f))
     assert float(rows[0]["pretrain_nsp_task_accuracy"]) == pytest.approx(0.55)

@@ -354,6 +354,13 @@ def _make_builder_classes():
             super().__init__(*args, **kwargs)
             self.corpus_stats = CorpusStats()
 
+        # Our own progress bar and summary report the build; TFDS's banners stay off the console.
+        def _log_download_bytes(self):
+            log.info("building corpus %s in %s", self.builder_config.name, self.data_dir)
+
+        def _log_download_done(self):
+            log.info("corpus %s built in %s", self.builder_config.name, self.data_dir)
+
         def _info(self):
             return self.dataset_info_from_configs(
                 features=tfds.features.FeaturesDict(
@@ -624,7 +631,16 @@ def make_builder(data_config):
         processes=int(data_config.get("prepare_processes", 0)),
         parts_dir=os.path.join(str(data_config.data_dir), "parts", corpus_name(data_config)),
     )
-    return builder_cls(config=cfg, data_dir=str(data_config.data_dir), file_format="array_record")
+    from absl import logging as absl_logging
+
+    level = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(absl_logging.ERROR)  # "Using custom data configuration": always
+    try:
+        return builder_cls(
+            config=cfg, data_dir=str(data_config.data_dir), file_format="array_record"
+        )
+    finally:
+        absl_logging.set_verbosity(level)
 
 
 def prepare(data_config) -> CorpusStats | None:
@@ -632,6 +648,9 @@ def prepare(data_config) -> CorpusStats | None:
     builder = make_builder(data_config)
     if builder.is_prepared():
         return None
+    import tensorflow_datasets as tfds
+
+    tfds.disable_progress_bar()  # its per-split bars; ours counts the input MB
     builder.download_and_prepare(file_format="array_record")
     shutil.rmtree(builder.builder_config.parts_dir, ignore_errors=True)  # only kept to resume
     return builder.corpus_stats

@@ -108,24 +108,32 @@ class PretrainingTask:
         full batches as one pass over the split gives (every batch is full and has the same size,
         so each weighs the same). With `config.cross_eval` also the sentence head's accuracy on
         held-out pairs of each sentence task, `sop_task_accuracy` and `nsp_task_accuracy` (the
-        paper's Table 5: a model trained for one scored on the other)."""
+        paper's Table 5: a model trained for one scored on the other), each beside the accuracy
+        of always answering the more frequent label on those pairs (`..._task_majority`; with
+        the reference's random-document B for one-segment chunks, SOP pairs are not 50/50)."""
         del step, split
-        metrics = self._mean(run, self.data.mode)
-        if self.config.get("cross_eval", False):
+        cross = self.config.get("cross_eval", False)
+        metrics = self._mean(run, self.data.mode, cross)
+        if cross:
             for mode in pairs.MODES:
-                own = mode == self.data.mode
-                acc = (metrics if own else self._mean(run, mode))["sop_accuracy"]
-                metrics[f"{mode}_task_accuracy"] = acc
+                m = metrics if mode == self.data.mode else self._mean(run, mode, True)
+                metrics[f"{mode}_task_accuracy"] = m["sop_accuracy"]
+                share = m["label_share"]
+                metrics[f"{mode}_task_majority"] = max(share, 1.0 - share)
+            del metrics["label_share"]
         return metrics
 
-    def _mean(self, run, mode) -> dict[str, float]:
+    def _mean(self, run, mode, label_share: bool = False) -> dict[str, float]:
         from albert_jax.data.pipeline import DataConfigError
 
         it = self.eval_iterator(jax.process_index(), jax.process_count(), mode)
         sums: dict[str, float] = {}
         n = 0
         for batch in itertools.islice(it, int(self.config.eval_batches)):
-            for k, v in run(batch).items():
+            values = run(batch)
+            if label_share:  # of label 1 (this process's batches)
+                values = {**values, "label_share": batch["sentence_order_label"].mean()}
+            for k, v in values.items():
                 sums[k] = sums.get(k, 0.0) + float(v)
             n += 1
         if n == 0:
