@@ -5,10 +5,10 @@
         --repeat 8 --out prepare.json
 
 Trains (or reuses) the config's tokenizer once in a scratch directory, then for each process
-count times (a) tokenization alone (`corpus.tokenize_in_parallel`, records discarded) and (b) the
-whole build (`corpus.prepare`: tokenization + TFDS shuffling and ArrayRecord writing), each into
-a fresh data directory. Reports MB/s and documents/s, per process, and the speed-up over one
-process; checks that every process count writes the same documents. One JSON document.
+count times (a) tokenization alone (`albert_jax.data.parallel.tokenize`, records discarded) and
+(b) the whole build (`corpus.prepare`: tokenization + TFDS shuffling and ArrayRecord writing),
+each into a fresh data directory. Reports MB/s and documents/s, per process, and the speed-up
+over one process; checks that every process count writes the same documents. One JSON document.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ml_collections import config_flags  # noqa: E402
 
-from albert_jax.data import corpus  # noqa: E402
+from albert_jax.data import corpus, parallel  # noqa: E402
 from albert_jax.data.pipeline import resolve_paths  # noqa: E402
 
 
@@ -75,7 +75,7 @@ def main():
             stats = corpus.CorpusStats()
             docs = corpus.read_documents(list(cfg.input_files), cfg.input_format, stats=stats)
             t = time.perf_counter()
-            for _ in corpus.tokenize_in_parallel(docs, cfg, stats):
+            for _ in parallel.tokenize(docs, cfg, stats):
                 pass
             tokenize_s = time.perf_counter() - t
             t = time.perf_counter()

@@ -60,6 +60,7 @@ MASKING = "albert_jax/data/masking.py"
 PAIRS = "albert_jax/data/pairs.py"
 PIPELINE = "albert_jax/data/pipeline.py"
 CORPUS = "albert_jax/data/corpus.py"
+PARALLEL = "albert_jax/data/parallel.py"
 PRETRAINING = "albert_jax/train/pretraining.py"
 TRAINER = "albert_jax/train/trainer.py"
 CHECKPOINTS = "albert_jax/train/checkpoints.py"
@@ -446,7 +447,7 @@ MUTANTS = [
     ),
     Mutant(
         "corpus-parallel-out-of-order",
-        CORPUS,
+        PARALLEL,
         "                yield from finish(pending.popleft())\n        while pending:",
         "                yield from finish(pending.pop())\n        while pending:",
         "parallel tokenization yields chunks out of input order",
@@ -454,7 +455,7 @@ MUTANTS = [
     ),
     Mutant(
         "corpus-resume-ignores-parts",
-        CORPUS,
+        PARALLEL,
         "            saved = parts.load(k)",
         "            saved = None",
         "an interrupted preparation tokenizes everything again (its finished parts are ignored)",

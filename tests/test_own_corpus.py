@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from albert_jax import checkpoint
-from albert_jax.data import corpus, pipeline
+from albert_jax.data import corpus, parallel, pipeline
 from configs.pretrain import common
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -302,7 +302,7 @@ def test_parallel_preparation_writes_the_same_corpus(texts, tmp_path, monkeypatc
     (15 chunks of 8 documents, several in flight at once)."""
     from albert_jax.data.pipeline import resolve_paths
 
-    monkeypatch.setattr(corpus, "_CHUNK_DOCS", 8)
+    monkeypatch.setattr(parallel, "CHUNK_DOCS", 8)
 
     d = common.get_data_config()
     d.input_files, d.input_format = str(texts / "texts"), "text"
@@ -431,9 +431,9 @@ def test_an_interrupted_preparation_resumes_from_its_finished_parts(texts, tmp_p
     tokenizes only the rest, and the corpus equals one built in one go."""
     from albert_jax.data.pipeline import resolve_paths
 
-    monkeypatch.setattr(corpus, "_CHUNK_DOCS", 8)
-    monkeypatch.setattr(corpus, "_PART_CHUNKS", 2)
-    real, calls = corpus._tokenize_chunk, []
+    monkeypatch.setattr(parallel, "CHUNK_DOCS", 8)
+    monkeypatch.setattr(parallel, "PART_CHUNKS", 2)
+    real, calls = parallel._tokenize_chunk, []
 
     def counting(args):
         calls.append(1)
@@ -441,7 +441,7 @@ def test_an_interrupted_preparation_resumes_from_its_finished_parts(texts, tmp_p
             raise KeyboardInterrupt("killed")
         return real(args)
 
-    monkeypatch.setattr(corpus, "_tokenize_chunk", counting)
+    monkeypatch.setattr(parallel, "_tokenize_chunk", counting)
     d = common.get_data_config()
     d.input_files, d.input_format = str(texts / "texts"), "text"
     d.tokenizer_model, d.vocab_size, d.prepare_processes = SP_FIXTURE, 120, 1
