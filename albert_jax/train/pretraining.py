@@ -92,7 +92,7 @@ class PretrainingTask:
         """The same held-out batches at every evaluation (in-process: no worker start-up); with
         `mode` ('sop' / 'nsp'), the pairs are built for that sentence task instead."""
         data = self.data
-        if mode is not None and mode != data.mode:
+        if mode is not None and mode != data.get("mode", "sop"):
             data = data.copy_and_resolve_references()
             with data.unlocked():
                 data.mode = mode
@@ -113,10 +113,11 @@ class PretrainingTask:
         the reference's random-document B for one-segment chunks, SOP pairs are not 50/50)."""
         del step, split
         cross = self.config.get("cross_eval", False)
-        metrics = self._mean(run, self.data.mode, cross)
+        own = self.data.get("mode", "sop")
+        metrics = self._mean(run, own, cross)
         if cross:
             for mode in pairs.MODES:
-                m = metrics if mode == self.data.mode else self._mean(run, mode, True)
+                m = metrics if mode == own else self._mean(run, mode, True)
                 metrics[f"{mode}_task_accuracy"] = m["sop_accuracy"]
                 share = m["label_share"]
                 metrics[f"{mode}_task_majority"] = max(share, 1.0 - share)
@@ -126,7 +127,9 @@ class PretrainingTask:
     def _mean(self, run, mode, label_share: bool = False) -> dict[str, float]:
         from albert_jax.data.pipeline import DataConfigError
 
-        it = self.eval_iterator(jax.process_index(), jax.process_count(), mode)
+        where = (jax.process_index(), jax.process_count())
+        own = mode == self.data.get("mode", "sop")
+        it = self.eval_iterator(*where) if own else self.eval_iterator(*where, mode)
         sums: dict[str, float] = {}
         n = 0
         for batch in itertools.islice(it, int(self.config.eval_batches)):
