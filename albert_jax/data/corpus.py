@@ -1,5 +1,12 @@
 """Reading raw corpora into documents of sentences, and the TFDS builder that tokenizes them once.
 
+Inputs (``input_files``): a comma-separated string or a list of files, directories (every file
+under them, hidden names skipped) and globs (``expand_inputs``). An empty ``corpus_name`` is made
+from the inputs and the settings that shape the corpus (``auto_corpus_name``). The corpus
+tokenizer is trained on the input, or copied from ``tokenizer_model`` or the checkpoint continued
+pretraining starts from (``ensure_tokenizer``); tokenizing runs in worker processes and resumes
+after an interruption (``albert_jax.data.parallel``).
+
 Input formats (``input_format``):
 
 * ``text``: the reference format, one sentence per line, a blank line between documents.
