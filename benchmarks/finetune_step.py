@@ -42,6 +42,7 @@ import ml_collections
 import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec
+from report import emit  # benchmarks/report.py (this script's directory is on sys.path)
 
 from albert_jax import partitioning, presets
 from albert_jax.heads import AlbertForSequenceClassification
@@ -262,11 +263,7 @@ def main():
             }
             for k, v in ratios.items()
         }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

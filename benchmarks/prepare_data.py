@@ -25,6 +25,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ml_collections import config_flags  # noqa: E402
+from report import emit  # noqa: E402 (benchmarks/report.py)
 
 from albert_jax.data import corpus, parallel  # noqa: E402
 from albert_jax.data.pipeline import resolve_paths  # noqa: E402
@@ -112,11 +113,7 @@ def main():
         }
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ assembled into the stacked gradient, which `separate` does not pay.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -27,6 +26,7 @@ import time
 
 import jax
 import jax.numpy as jnp
+from report import emit  # benchmarks/report.py
 
 
 def layer(h, p):
@@ -110,11 +110,7 @@ def main():
         "cpus": os.cpu_count(),
         "variants": rows,
     }
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    emit(result, args.out)
     return 0
 
 
