@@ -323,14 +323,16 @@ def train_sentencepiece(
 
 
 # ---- tokenizer assets: our checkpoints, transformers and Google release directories ----
-def load_tokenizer(path: str | os.PathLike, **kwargs):
+def load_tokenizer(path: str | os.PathLike, *, strict: bool = True, **kwargs):
     """The tokenizer stored in a directory: ``spiece.model`` (SentencePiece) or ``vocab.txt``
-    (WordPiece, see ``albert_jax.wordpiece``), with its ``tokenizer.json`` settings."""
+    (WordPiece, see ``albert_jax.wordpiece``), with its ``tokenizer.json`` settings. With
+    ``strict=False`` a SentencePiece model need not have ALBERT's special ids (pretraining reads
+    them from the model: ``pretraining_ids``)."""
     from albert_jax.wordpiece import VOCAB_FILE, WordPieceTokenizer
 
     path = os.fspath(path)
     if os.path.exists(os.path.join(path, MODEL_FILE)):
-        return SentencePieceTokenizer.from_dir(path, **kwargs)
+        return SentencePieceTokenizer.from_dir(path, check=strict, **kwargs)
     if os.path.exists(os.path.join(path, VOCAB_FILE)):
         return WordPieceTokenizer.from_dir(path, **kwargs)
     raise TokenizerError(f"no {MODEL_FILE} or {VOCAB_FILE} in {path!r}")

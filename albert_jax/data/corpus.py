@@ -522,10 +522,7 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
         mode = d.get("tokenizer_mode", "transformers")
         tok = read_tokenizer(src, lower_case=bool(d.lower_case), mode=mode) if given else tokenizer
         save_tokenizer(tok, where)
-        with open(meta_path) as f:
-            meta = json.load(f)
-        with open(meta_path, "w") as f:
-            json.dump({**meta, "source": src}, f, indent=2)
+        _add_to_meta(meta_path, source=src)
         return False
     if present:
         trained_on = meta.get("trained_on")
@@ -553,11 +550,16 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
         mode=d.get("tokenizer_mode", "transformers"),
         hard_vocab_limit=bool(d.get("hard_vocab_limit", True)),
     )
-    with open(meta_path) as f:
-        meta = json.load(f)
-    with open(meta_path, "w") as f:
-        json.dump({**meta, "trained_on": _provenance(d)}, f, indent=2)
+    _add_to_meta(meta_path, trained_on=_provenance(d))
     return True
+
+
+def _add_to_meta(path: str, **entries) -> None:
+    """Where the tokenizer came from, recorded in its tokenizer.json (checked on reuse)."""
+    with open(path) as f:
+        meta = json.load(f)
+    with open(path, "w") as f:
+        json.dump({**meta, **entries}, f, indent=2)
 
 
 def build(data_config, train_tokenizer: bool = True, tokenizer=None, source: str = "") -> dict:

@@ -33,16 +33,11 @@ CHUNK_DOCS = 256
 _WORKER_TOKENIZER = None
 
 
-def _load_corpus_tokenizer(tokenizer_dir: str):
-    from albert_jax.tokenization import MODEL_FILE, load_tokenizer
-
-    is_spm = os.path.exists(os.path.join(tokenizer_dir, MODEL_FILE))
-    return load_tokenizer(tokenizer_dir, **({"check": False} if is_spm else {}))
-
-
 def _worker_init(tokenizer_dir: str) -> None:
+    from albert_jax.tokenization import load_tokenizer
+
     global _WORKER_TOKENIZER
-    _WORKER_TOKENIZER = _load_corpus_tokenizer(tokenizer_dir)
+    _WORKER_TOKENIZER = load_tokenizer(tokenizer_dir, strict=False)
 
 
 def _tokenize_chunk(args):

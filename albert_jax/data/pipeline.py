@@ -87,12 +87,11 @@ def load_tokenizer(data_config, model_vocab_size: int | None = None):
     the symbols pretraining needs and against the configured vocab sizes. With
     ``data.hard_vocab_limit=False`` SentencePiece may have stopped below ``data.vocab_size``; the
     model then keeps ``vocab_size`` rows, the ones past the tokenizer's never used."""
-    from albert_jax.tokenization import MODEL_FILE, pretraining_ids
     from albert_jax.tokenization import load_tokenizer as load_dir
+    from albert_jax.tokenization import pretraining_ids
 
     where = data_config.tokenizer_dir
-    is_spm = os.path.exists(os.path.join(where, MODEL_FILE))
-    tok = load_dir(where, check=False) if is_spm else load_dir(where)
+    tok = load_dir(where, strict=False)
     pretraining_ids(tok)
     want = int(data_config.vocab_size)
     soft = not data_config.get("hard_vocab_limit", True)
