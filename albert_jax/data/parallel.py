@@ -128,7 +128,8 @@ def tokenize(docs, cfg, stats: CorpusStats, total_bytes: int | None = None):
         chunks = _chunks(docs, stats, CHUNK_DOCS)
         if parts is None:
             yield from run(chunks)
-        for k in itertools.count() if parts is not None else ():
+            return
+        for k in itertools.count():
             part = list(itertools.islice(chunks, PART_CHUNKS))
             if not part:
                 break
