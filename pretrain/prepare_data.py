@@ -3,11 +3,13 @@ r"""Tokenizes a corpus once into a TFDS ArrayRecord dataset (no TensorFlow neede
   python -m pretrain.prepare_data --config configs/pretrain/cpu_small.py
   python -m pretrain.prepare_data --config configs/pretrain/cpu_small.py \
       --config.data.input_format=jsonl --config.data.input_files=a.jsonl,b.jsonl \
-      --config.data.corpus_name=my_corpus
+      --config.data.corpus_name=my_corpus --config.data.tokenizer_dir=my_corpus_tokenizer
 
-Trains the tokenizer first if ``data.tokenizer_dir`` has none (``--train_tokenizer``), checks it
-against ALBERT's id conventions and ``data.vocab_size``, then builds the corpus unless it is
-already on disk. Prints a JSON summary with the build statistics (documents, sentences,
+Trains the tokenizer first if ``data.tokenizer_dir`` has none (``--train_tokenizer``), or copies
+``data.tokenizer_model``; checks it for the special symbols and against ``data.vocab_size``, then
+builds the corpus unless it is already on disk. Two corpora in one data directory need their own
+``tokenizer_dir`` (or one shared ``tokenizer_model``): a tokenizer trained on other inputs is
+refused, not reused. Prints a JSON summary with the build statistics (documents, sentences,
 skipped undecodable lines, empty documents, one-sentence documents, cut sentences).
 """
 
