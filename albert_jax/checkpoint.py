@@ -17,9 +17,11 @@ fine-tuned model has no use for `mlm`/`sop`, and no export format has a place fo
 
 Saves are atomic: everything is written into a temporary directory next to PATH, which then
 takes PATH's place in one rename (an atomic exchange when PATH already exists), so a crash leaves
-either the previous checkpoint or the new one, never a mix. `load` checks every parameter's
-path and shape against the config and head before restoring any data. Save and load involve only
-the calling process, so process 0 of a multi-process job can write or read a checkpoint alone.
+either the previous checkpoint or the new one, never a mix. PATH may be a bucket URI (gs://...):
+there the new copy is complete beside PATH before the old one is replaced (`_write_to_bucket`).
+`load` checks every parameter's path and shape against the config and head before restoring any
+data. Save and load involve only the calling process, so process 0 of a multi-process job can
+write or read a checkpoint alone.
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from etils import epath
 
+from albert_jax import paths
 from albert_jax.config import AlbertConfig
 
 FORMAT, VERSION = "albert_jax", 1
@@ -70,7 +75,9 @@ def _exchange(a: str, b: str) -> bool:
 def write_atomically(path: str | os.PathLike, write: Callable[[str], Any]) -> Any:
     """Calls `write(tmp_dir)` on a fresh directory next to `path`, then puts it at `path`.
     On any error the temporary directory is removed and `path` is untouched."""
-    path = os.path.abspath(os.fspath(path))
+    path = paths.resolve(path)
+    if paths.is_uri(path):
+        return _write_to_bucket(path, write)
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
@@ -89,6 +96,25 @@ def write_atomically(path: str | os.PathLike, write: Callable[[str], Any]) -> An
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _write_to_bucket(path: str, write: Callable[[str], Any]) -> Any:
+    """An object store renames nothing atomically, so the checkpoint is written whole beside
+    `path` first; only then is the old one removed and the new one moved in. A crash in between
+    leaves the complete new copy in `PATH.tmp-*`; `checkpoint.json`, written last, marks a copy
+    complete (`is_checkpoint`)."""
+    target = epath.Path(path)
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        result = write(os.fspath(tmp))
+    except BaseException:
+        if tmp.exists():
+            tmp.rmtree()
+        raise
+    if target.exists():
+        target.rmtree()
+    tmp.rename(target)
+    return result
 
 
 def _this_process_only():
@@ -157,13 +183,12 @@ def save(
         from albert_jax.tokenization import save_tokenizer
 
         with ocp.StandardCheckpointer(multiprocessing_options=_this_process_only()) as ckptr:
-            ckptr.save(os.path.join(tmp, PARAMS_DIR), host)
+            ckptr.save(paths.join(tmp, PARAMS_DIR), host)
             ckptr.wait_until_finished()
-        with open(os.path.join(tmp, CONFIG_FILE), "w") as f:
-            f.write(config.to_json() + "\n")
+        epath.Path(tmp, CONFIG_FILE).write_text(config.to_json() + "\n")
         kind = None
         if tokenizer is not None:
-            save_tokenizer(tokenizer, os.path.join(tmp, TOKENIZER_DIR))
+            save_tokenizer(tokenizer, paths.join(tmp, TOKENIZER_DIR))
             kind = "wordpiece" if hasattr(tokenizer, "pieces") else "sentencepiece"
         meta = {
             "format": FORMAT,
@@ -172,22 +197,19 @@ def save(
             "head": head,
             "info": info or {},
         }
-        with open(os.path.join(tmp, META_FILE), "w") as f:
-            json.dump(meta, f, indent=2, sort_keys=True)
+        epath.Path(tmp, META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
 
     write_atomically(path, write)
 
 
 def is_checkpoint(path: str | os.PathLike) -> bool:
-    return os.path.isfile(os.path.join(path, META_FILE)) and os.path.isdir(
-        os.path.join(path, PARAMS_DIR)
-    )
+    path = epath.Path(path)
+    return (path / META_FILE).is_file() and (path / PARAMS_DIR).is_dir()
 
 
 def read_meta(path: str | os.PathLike) -> dict[str, Any]:
     try:
-        with open(os.path.join(path, META_FILE)) as f:
-            meta = json.load(f)
+        meta = json.loads(epath.Path(path, META_FILE).read_text())
     except (OSError, ValueError) as e:
         raise CheckpointError(f"{path}: not an albert_jax checkpoint ({META_FILE}: {e})") from e
     if meta.get("format") != FORMAT or meta.get("version") != VERSION:
@@ -197,8 +219,7 @@ def read_meta(path: str | os.PathLike) -> dict[str, Any]:
 
 def load_config(path: str | os.PathLike) -> AlbertConfig:
     try:
-        with open(os.path.join(path, CONFIG_FILE)) as f:
-            return AlbertConfig.from_json(f.read())
+        return AlbertConfig.from_json(epath.Path(path, CONFIG_FILE).read_text())
     except (OSError, ValueError, TypeError) as e:
         raise CheckpointError(f"{path}: bad {CONFIG_FILE}: {e}") from e
 
@@ -214,10 +235,10 @@ def load(path: str | os.PathLike) -> tuple[AlbertConfig, dict[str, Any]]:
     import jax
     import orbax.checkpoint as ocp
 
-    path = os.path.abspath(os.fspath(path))
+    path = paths.resolve(path)
     head = load_head(path)
     config = load_config(path)
-    params_dir = os.path.join(path, PARAMS_DIR)
+    params_dir = paths.join(path, PARAMS_DIR)
     try:
         with ocp.StandardCheckpointer(multiprocessing_options=_this_process_only()) as ckptr:
             stored = ckptr.metadata(params_dir).item_metadata.tree
@@ -241,7 +262,7 @@ def load_tokenizer(path: str | os.PathLike):
 
     if read_meta(path).get("tokenizer") is None:
         return None
-    return load_dir(os.path.join(path, TOKENIZER_DIR))
+    return load_dir(paths.join(path, TOKENIZER_DIR))
 
 
 # --- checks ---

@@ -37,6 +37,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 
 import sentencepiece as spm
+from etils import epath
 
 SPIECE_UNDERLINE = "\u2581"
 PAD, UNK, CLS, SEP, MASK = "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"
@@ -154,19 +155,17 @@ class SentencePieceTokenizer:
     @classmethod
     def from_dir(cls, path: str | os.PathLike, **kwargs) -> SentencePieceTokenizer:
         """Loads ``spiece.model`` (+ ``tokenizer.json`` settings) from a directory or a file."""
-        path = os.fspath(path)
-        model_path = os.path.join(path, MODEL_FILE) if os.path.isdir(path) else path
-        if not os.path.exists(model_path):
-            raise TokenizerError(f"no SentencePiece model at {model_path!r}")
-        meta_path = os.path.join(os.path.dirname(model_path), META_FILE)
+        path = epath.Path(path)
+        model_path = path / MODEL_FILE if path.is_dir() else path
+        if not model_path.exists():
+            raise TokenizerError(f"no SentencePiece model at {os.fspath(model_path)!r}")
+        meta_path = model_path.parent / META_FILE
         settings = {}
-        if os.path.exists(meta_path):
-            with open(meta_path) as f:
-                meta = json.load(f)
+        if meta_path.exists():
+            meta = json.loads(meta_path.read_text())
             settings = {k: meta[k] for k in ("lower_case", "keep_accents", "mode") if k in meta}
         settings.update(kwargs)
-        with open(model_path, "rb") as f:
-            return cls(f.read(), **settings)
+        return cls(model_path.read_bytes(), **settings)
 
     def to_bytes(self) -> bytes:
         """The serialized model, so a checkpoint can carry the tokenizer."""
@@ -264,8 +263,7 @@ def train_sentencepiece(
     False (SentencePiece then stops below ``vocab_size``).
     """
     out_dir = os.fspath(out_dir)
-    os.makedirs(out_dir, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:  # SentencePiece writes local files only
         text_path = os.path.join(tmp, "input.txt")
         n = 0
         with open(text_path, "w", encoding="utf-8") as f:
@@ -278,7 +276,7 @@ def train_sentencepiece(
             raise TokenizerError("no non-empty sentences to train the tokenizer on")
         args = dict(
             input=text_path,
-            model_prefix=os.path.join(out_dir, "spiece"),
+            model_prefix=os.path.join(tmp, "spiece"),
             vocab_size=vocab_size,
             model_type=model_type,
             character_coverage=character_coverage,
@@ -308,7 +306,12 @@ def train_sentencepiece(
                     "data.hard_vocab_limit=False)"
                 ) from None
             raise TokenizerError(f"SentencePiece training failed: {e}") from e
-    size = spm.SentencePieceProcessor(model_file=os.path.join(out_dir, MODEL_FILE)).get_piece_size()
+        epath.Path(out_dir).mkdir(parents=True, exist_ok=True)
+        for name in (MODEL_FILE, "spiece.vocab"):
+            epath.Path(tmp, name).copy(epath.Path(out_dir, name), overwrite=True)
+    size = spm.SentencePieceProcessor(
+        model_proto=epath.Path(out_dir, MODEL_FILE).read_bytes()
+    ).get_piece_size()
     meta = TokenizerMeta(
         lower_case=lower_case,
         keep_accents=keep_accents,
@@ -317,8 +320,7 @@ def train_sentencepiece(
         model_type=model_type,
         mode=mode,
     )
-    with open(os.path.join(out_dir, META_FILE), "w") as f:
-        json.dump(dataclasses.asdict(meta), f, indent=2)
+    epath.Path(out_dir, META_FILE).write_text(json.dumps(dataclasses.asdict(meta), indent=2))
     return SentencePieceTokenizer.from_dir(out_dir)
 
 
@@ -331,9 +333,9 @@ def load_tokenizer(path: str | os.PathLike, *, strict: bool = True, **kwargs):
     from albert_jax.wordpiece import VOCAB_FILE, WordPieceTokenizer
 
     path = os.fspath(path)
-    if os.path.exists(os.path.join(path, MODEL_FILE)):
+    if epath.Path(path, MODEL_FILE).exists():
         return SentencePieceTokenizer.from_dir(path, check=strict, **kwargs)
-    if os.path.exists(os.path.join(path, VOCAB_FILE)):
+    if epath.Path(path, VOCAB_FILE).exists():
         return WordPieceTokenizer.from_dir(path, **kwargs)
     raise TokenizerError(f"no {MODEL_FILE} or {VOCAB_FILE} in {path!r}")
 
@@ -367,19 +369,18 @@ def read_tokenizer(
     from albert_jax.wordpiece import WordPieceTokenizer
 
     path = os.fspath(path)
-    if os.path.isdir(path):
-        if os.path.exists(os.path.join(path, META_FILE)):
+    if epath.Path(path).is_dir():
+        if epath.Path(path, META_FILE).exists():
             return load_tokenizer(path)
         tok = find_tokenizer(path)
         if tok is None:
             raise TokenizerError(f"{path}: no SentencePiece .model or WordPiece vocab*.txt in it")
         return tok
-    if not os.path.isfile(path):
+    if not epath.Path(path).is_file():
         raise TokenizerError(f"tokenizer {path!r}: no such file or directory")
     if path.endswith(".txt"):
         return WordPieceTokenizer.from_file(path, lower_case=lower_case)
-    with open(path, "rb") as f:
-        proto = f.read()
+    proto = epath.Path(path).read_bytes()
     try:
         return SentencePieceTokenizer(
             proto, lower_case=lower_case, keep_accents=keep_accents, mode=mode, check=False
@@ -392,12 +393,12 @@ def read_tokenizer(
 
 def save_tokenizer(tokenizer, out_dir: str | os.PathLike) -> None:
     """Writes a tokenizer so that ``load_tokenizer(out_dir)`` gives the same one back."""
-    os.makedirs(out_dir, exist_ok=True)
+    out = epath.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     if isinstance(tokenizer, SentencePieceTokenizer):
-        with open(os.path.join(out_dir, MODEL_FILE), "wb") as f:
-            f.write(tokenizer.to_bytes())
-        with open(os.path.join(out_dir, META_FILE), "w") as f:
-            json.dump({"type": "sentencepiece", **tokenizer.meta()}, f, indent=2)
+        (out / MODEL_FILE).write_bytes(tokenizer.to_bytes())
+        meta = {"type": "sentencepiece", **tokenizer.meta()}
+        (out / META_FILE).write_text(json.dumps(meta, indent=2))
     else:
         tokenizer.save(out_dir)
 
@@ -410,22 +411,18 @@ def find_tokenizer(path: str | os.PathLike):
     cased) or ``vocab_chinese.txt`` / ``vocab.txt`` (Chinese, lower-cased). The SentencePiece
     special ids are not enforced here: the caller reports them.
     """
-    import glob
-
     from albert_jax.wordpiece import WordPieceTokenizer
 
     path = os.fspath(path)
     settings = {}
-    cfg = os.path.join(path, "tokenizer_config.json")
-    if os.path.exists(cfg):
-        with open(cfg) as f:
-            settings = json.load(f)
+    cfg = epath.Path(path, "tokenizer_config.json")
+    if cfg.exists():
+        settings = json.loads(cfg.read_text())
     lower = bool(settings.get("do_lower_case", True))
-    models = sorted(glob.glob(os.path.join(path, "*.model")))
-    vocabs = sorted(glob.glob(os.path.join(path, "vocab*.txt")))
+    models = sorted(os.fspath(p) for p in epath.Path(path).glob("*.model"))
+    vocabs = sorted(os.fspath(p) for p in epath.Path(path).glob("vocab*.txt"))
     if len(models) == 1:
-        with open(models[0], "rb") as f:
-            proto = f.read()
+        proto = epath.Path(models[0]).read_bytes()
         keep = bool(settings.get("keep_accents", False))
         return SentencePieceTokenizer(proto, lower_case=lower, keep_accents=keep, check=False)
     if len(vocabs) == 1 and not models:

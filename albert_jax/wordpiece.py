@@ -15,6 +15,8 @@ import os
 import unicodedata
 from collections.abc import Iterable, Sequence
 
+from etils import epath
+
 VOCAB_FILE = "vocab.txt"
 META_FILE = "tokenizer.json"
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -120,8 +122,7 @@ class WordPieceTokenizer:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, **kwargs) -> WordPieceTokenizer:
-        with open(path, encoding="utf-8") as f:
-            vocab = [line.rstrip("\n").rstrip("\r") for line in f]
+        vocab = [line.rstrip("\r") for line in epath.Path(path).read_text("utf-8").split("\n")]
         while vocab and vocab[-1] == "":
             vocab.pop()
         return cls(vocab, **kwargs)
@@ -129,21 +130,20 @@ class WordPieceTokenizer:
     @classmethod
     def from_dir(cls, path: str | os.PathLike, **kwargs) -> WordPieceTokenizer:
         """Loads ``vocab.txt`` (+ ``tokenizer.json`` settings) from a directory or a file."""
-        path = os.fspath(path)
-        vocab_path = os.path.join(path, VOCAB_FILE) if os.path.isdir(path) else path
-        meta_path = os.path.join(os.path.dirname(vocab_path), META_FILE)
+        path = epath.Path(path)
+        vocab_path = path / VOCAB_FILE if path.is_dir() else path
+        meta_path = vocab_path.parent / META_FILE
         settings = {}
-        if os.path.exists(meta_path):
-            with open(meta_path) as f:
-                settings = {k: v for k, v in json.load(f).items() if k == "lower_case"}
+        if meta_path.exists():
+            meta = json.loads(meta_path.read_text())
+            settings = {k: v for k, v in meta.items() if k == "lower_case"}
         settings.update(kwargs)
         return cls.from_file(vocab_path, **settings)
 
     def save(self, out_dir: str | os.PathLike) -> None:
-        with open(os.path.join(out_dir, VOCAB_FILE), "w", encoding="utf-8") as f:
-            f.write("".join(p + "\n" for p in self.pieces))
-        with open(os.path.join(out_dir, META_FILE), "w") as f:
-            json.dump(self.meta(), f, indent=2)
+        out = epath.Path(out_dir)
+        (out / VOCAB_FILE).write_text("".join(p + "\n" for p in self.pieces), "utf-8")
+        (out / META_FILE).write_text(json.dumps(self.meta(), indent=2))
 
     def meta(self) -> dict:
         return {

@@ -29,7 +29,7 @@ def main(argv):
     if _CONFIG.value is None or _WORKDIR.value is None:
         raise app.UsageError("--config and --workdir are required")
     config = _CONFIG.value
-    log_to_file(os.path.join(_WORKDIR.value, "train.log"))  # library chatter off the console
+    log_to_file(_WORKDIR.value)  # library chatter off the console
     name = config.task.get("prepare", "")
     if name and config.task.train and not os.path.exists(config.task.train):
         from albert_jax.tasks import datasets

@@ -16,7 +16,6 @@ with the checkpoint's tokenizer (or `data.tokenizer_model`), and heads it lacks 
 from __future__ import annotations
 
 import json
-import os
 
 import jax
 from absl import app, flags
@@ -63,7 +62,7 @@ def main(argv):
         raise app.UsageError("--config and --workdir are required")
     config = _CONFIG.value
     if jax.process_index() == 0:  # library chatter (TFDS, orbax) to the log file, not the console
-        log_to_file(os.path.join(_WORKDIR.value, "train.log"))
+        log_to_file(_WORKDIR.value)
     maybe_initialize_distributed(config)
     source = start_from(config) if config.get("init") else None
     data = resolve_paths(config.data, _WORKDIR.value)

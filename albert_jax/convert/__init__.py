@@ -22,6 +22,9 @@ import logging
 import os
 from typing import Any
 
+from etils import epath
+
+from albert_jax import paths
 from albert_jax.config import AlbertConfig
 from albert_jax.convert.errors import ConversionError
 
@@ -57,11 +60,12 @@ def detect(src: str) -> str:
     from albert_jax import checkpoint
     from albert_jax.convert import hf, tf
 
-    if not os.path.exists(src) and not os.path.exists(src + ".index"):
+    if not epath.Path(src).exists() and not epath.Path(src + ".index").exists():
         raise ConversionError(f"{src}: no such file or directory")
-    if os.path.isdir(src) and checkpoint.is_checkpoint(src):
+    is_dir = epath.Path(src).is_dir()
+    if is_dir and checkpoint.is_checkpoint(src):
         return "albert_jax"
-    if os.path.isdir(src) and hf.is_hf_dir(src):
+    if is_dir and not paths.is_uri(src) and hf.is_hf_dir(src):
         return "hf"
     if _split_step(src) is not None or is_workdir(src):
         return "workdir"
@@ -129,10 +133,8 @@ def load_source(src: str, config_path: str | None = None) -> Source:
 # --- pretraining workdirs ------------------------------------------------------------------------
 def _read_run_config(workdir: str):
     """The run's config (W/config.json) as a ConfigDict, or None if W has no run config."""
-    path = os.path.join(workdir, "config.json")
     try:
-        with open(path) as f:
-            d = json.load(f)
+        d = json.loads(epath.Path(workdir, "config.json").read_text())
     except (OSError, ValueError):
         return None
     if not (isinstance(d, dict) and isinstance(d.get("model"), dict) and "preset" in d["model"]):
@@ -145,28 +147,26 @@ def _read_run_config(workdir: str):
 def is_workdir(path: str) -> bool:
     """A pretraining workdir: config.json with a `model` section (preset + overrides). Its
     checkpoints/ directory may be missing or empty: load_workdir then says so."""
-    return os.path.isdir(path) and _read_run_config(path) is not None
+    return epath.Path(path).is_dir() and _read_run_config(path) is not None
 
 
 def _split_step(path: str) -> tuple[str, int] | None:
     """(workdir, step) for a path W/checkpoints/<step> of a workdir W, else None."""
-    path = os.path.normpath(os.path.abspath(path))
-    parent, name = os.path.split(path)
-    if not (name.isdigit() and os.path.basename(parent) == CHECKPOINTS_DIR):
+    path = epath.Path(paths.resolve(path))
+    parent, name = path.parent, path.name
+    if not (name.isdigit() and parent.name == CHECKPOINTS_DIR):
         return None
-    workdir = os.path.dirname(parent)
+    workdir = os.fspath(parent.parent)
     return (workdir, int(name)) if is_workdir(workdir) else None
 
 
 def workdir_steps(workdir: str) -> list[int]:
     """The finished train-state steps of a workdir, oldest first (orbax writes each step into
     a temporary directory and renames it to the bare step number when complete)."""
-    d = os.path.join(workdir, CHECKPOINTS_DIR)
-    if not os.path.isdir(d):
+    d = epath.Path(workdir, CHECKPOINTS_DIR)
+    if not d.is_dir():
         return []
-    return sorted(
-        int(n) for n in os.listdir(d) if n.isdigit() and os.path.isdir(os.path.join(d, n))
-    )
+    return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit() and p.is_dir())
 
 
 def _restore_params(state_dir: str, config: AlbertConfig) -> dict[str, Any]:
@@ -176,7 +176,6 @@ def _restore_params(state_dir: str, config: AlbertConfig) -> dict[str, Any]:
     import jax
     import numpy as np
     import orbax.checkpoint as ocp
-    from etils import epath
 
     from albert_jax import checkpoint
 
@@ -211,7 +210,7 @@ def load_workdir(workdir: str, step: int | None = None) -> Source:
     from albert_jax.tokenization import TokenizerError
     from albert_jax.train.pretraining import model_config_from
 
-    workdir = os.path.abspath(os.fspath(workdir))
+    workdir = paths.resolve(workdir)
     run = _read_run_config(workdir)
     if run is None:
         raise ConversionError(f"{workdir}: not a pretraining workdir (config.json with a model)")
@@ -223,13 +222,13 @@ def load_workdir(workdir: str, step: int | None = None) -> Source:
     if not steps:
         raise ConversionError(
             f"{workdir}: a pretraining workdir without checkpoints (no finished step under "
-            f"{os.path.join(workdir, CHECKPOINTS_DIR)}): nothing to convert yet"
+            f"{paths.join(workdir, CHECKPOINTS_DIR)}): nothing to convert yet"
         )
     notes, failures = [], []
     if step is not None and step not in steps:
         raise ConversionError(f"{workdir}: no finished checkpoint of step {step} (have {steps})")
     for s in [step] if step is not None else reversed(steps):
-        state_dir = os.path.join(workdir, CHECKPOINTS_DIR, str(s), STATE_ITEM)
+        state_dir = paths.join(workdir, CHECKPOINTS_DIR, str(s), STATE_ITEM)
         try:
             params = _restore_params(state_dir, config)
         except ConversionError:  # parameters that do not fit the config: the same at every step
@@ -251,7 +250,7 @@ def load_workdir(workdir: str, step: int | None = None) -> Source:
         tokenizer = load_tokenizer(data, model_vocab_size=config.vocab_size)
     except (AttributeError, KeyError, OSError, TokenizerError, DataConfigError) as e:
         notes.append(f"the corpus tokenizer is not usable ({type(e).__name__}: {e}): none kept")
-    location = os.path.join(workdir, CHECKPOINTS_DIR, str(s))
+    location = paths.join(workdir, CHECKPOINTS_DIR, str(s))
     return Source(config, params, tokenizer, "workdir", location, notes, step=s)
 
 
@@ -298,7 +297,7 @@ def convert(
     if unshare:
         params, config = sharing.unshare(params, config)
         report.append(f"unshared: layout {source.config.layout} -> {config.layout}")
-    info = {"source": os.path.abspath(src), "source_format": source.format}
+    info = {"source": paths.resolve(src), "source_format": source.format}
     if source.step is not None:
         info["step"] = source.step
     if to == "albert_jax":

@@ -41,10 +41,12 @@ import json
 import logging
 import os
 import re
-import shutil
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+from etils import epath
+
+from albert_jax import paths
 
 log = logging.getLogger(__name__)
 
@@ -97,22 +99,30 @@ def expand_inputs(patterns: Sequence[str]) -> list[str]:
     files: list[str] = []
     for pattern in patterns:
         if glob.has_magic(pattern):
-            found = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
-        elif os.path.isdir(pattern):
-            found = []
-            for root, dirs, names in os.walk(pattern):
-                dirs[:] = [n for n in dirs if not n.startswith(".")]  # os.walk descends these
-                found += [os.path.join(root, n) for n in names if not n.startswith(".")]
-            found.sort()
+            found = sorted(p for p in _glob(pattern) if paths.is_file(p))
+        elif epath.Path(pattern).is_dir():
+            found = paths.files_under(pattern, skip_hidden=True)
         else:
-            found = [pattern] if os.path.isfile(pattern) else []
+            found = [pattern] if paths.is_file(pattern) else []
         if not found:
-            what = "directory holds no files" if os.path.isdir(pattern) else "no such file"
+            is_dir = epath.Path(pattern).is_dir()
+            what = "directory holds no files" if is_dir else "no such file"
             if glob.has_magic(pattern):
                 what = "the pattern matches no file"
             raise CorpusError(f"data.input_files: {pattern!r}: {what}")
         files.extend(f for f in found if f not in files)
     return files
+
+
+def _glob(pattern: str) -> list[str]:
+    """A local glob (``**`` recursive) or, for a URI, the object store's listing from the
+    pattern's last plain directory."""
+    if not paths.is_uri(pattern):
+        return glob.glob(pattern, recursive=True)
+    parts = pattern.split("/")
+    first = next(i for i, p in enumerate(parts) if glob.has_magic(p))
+    base = "/".join(parts[:first])
+    return [os.fspath(p) for p in epath.Path(base).glob("/".join(parts[first:]))]
 
 
 def auto_corpus_name(data_config) -> str:
@@ -162,7 +172,7 @@ def strip_tags(line: str) -> str:
 def _lines(path: str, stats: CorpusStats, on_invalid_utf8: str) -> Iterator[tuple[int, str]]:
     """(line number, text) of a file, decoding each line separately so one bad byte costs one
     line; reported with file and line number."""
-    with open(path, "rb") as f:
+    with epath.Path(path).open("rb") as f:
         for lineno, raw in enumerate(f, start=1):
             stats.lines += 1
             stats.bytes += len(raw)
@@ -327,7 +337,6 @@ def _tfds():
 
 def _make_builder_classes():
     tfds = _tfds()
-    from etils import epath
 
     @dataclasses.dataclass
     class AlbertCorpusConfig(tfds.core.BuilderConfig):
@@ -439,7 +448,7 @@ def make_builder(data_config):
         tfds_split=data_config.get("tfds_split", "train"),
         tfds_data_dir=data_config.get("tfds_data_dir", "") or None,
         processes=int(data_config.get("prepare_processes", 0)),
-        parts_dir=os.path.join(str(data_config.data_dir), "parts", corpus_name(data_config)),
+        parts_dir=paths.join(data_config.data_dir, "parts", corpus_name(data_config)),
     )
     from absl import logging as absl_logging
 
@@ -462,7 +471,7 @@ def prepare(data_config) -> CorpusStats | None:
 
     tfds.disable_progress_bar()  # its per-split bars; ours counts the input MB
     builder.download_and_prepare(file_format="array_record")
-    shutil.rmtree(builder.builder_config.parts_dir, ignore_errors=True)  # only kept to resume
+    epath.Path(builder.builder_config.parts_dir).rmtree(missing_ok=True)  # only kept to resume
     return builder.corpus_stats
 
 
@@ -494,24 +503,23 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
 
     d = data_config
     where = d.tokenizer_dir
-    if os.path.isfile(where):
+    if paths.is_file(where):
         raise CorpusError(
             f"data.tokenizer_dir={where} is a file: it names the directory the corpus tokenizer "
             "lives in; to use an existing model, pass --config.data.tokenizer_model=PATH"
         )
-    present = any(os.path.exists(os.path.join(where, f)) for f in (MODEL_FILE, VOCAB_FILE))
-    meta_path = os.path.join(where, META_FILE)
+    present = any(epath.Path(where, f).exists() for f in (MODEL_FILE, VOCAB_FILE))
+    meta_path = paths.join(where, META_FILE)
     meta = {}
-    if present and os.path.exists(meta_path):
-        with open(meta_path) as f:
-            meta = json.load(f)
+    if present and epath.Path(meta_path).exists():
+        meta = json.loads(epath.Path(meta_path).read_text())
     fix = (
         f"delete {where} (and the corpus built with it), or use another --workdir or "
         "data.tokenizer_dir"
     )
     if d.get("tokenizer_model") or tokenizer is not None:
         given = d.get("tokenizer_model")
-        src = os.path.abspath(os.path.expanduser(given)) if given else source
+        src = paths.resolve(given) if given else source
         if present:
             if meta.get("source") != src:
                 raise CorpusError(
@@ -556,10 +564,8 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
 
 def _add_to_meta(path: str, **entries) -> None:
     """Where the tokenizer came from, recorded in its tokenizer.json (checked on reuse)."""
-    with open(path) as f:
-        meta = json.load(f)
-    with open(path, "w") as f:
-        json.dump({**meta, **entries}, f, indent=2)
+    meta = json.loads(epath.Path(path).read_text())
+    paths.write_text(path, json.dumps({**meta, **entries}, indent=2))
 
 
 def build(data_config, train_tokenizer: bool = True, tokenizer=None, source: str = "") -> dict:

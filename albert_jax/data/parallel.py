@@ -15,9 +15,9 @@ import dataclasses
 import itertools
 import json
 import os
-import shutil
 
 import numpy as np
+from etils import epath
 
 from albert_jax.data.corpus import CorpusStats, expand_inputs, log, tokenize_documents
 
@@ -26,7 +26,7 @@ def input_bytes(cfg) -> int | None:
     """Size of the raw input files (None for a TFDS input)."""
     if cfg.input_format == "tfds":
         return None
-    return sum(os.path.getsize(p) for p in expand_inputs(list(cfg.input_files)))
+    return sum(epath.Path(p).stat().length for p in expand_inputs(list(cfg.input_files)))
 
 
 CHUNK_DOCS = 256
@@ -172,24 +172,23 @@ class _Parts:
         self.dir = cfg.parts_dir
         fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
         fields = {k: v for k, v in fields.items() if k in _FINGERPRINT_FIELDS}
-        meta = os.path.join(cfg.tokenizer_dir, META_FILE)
-        fields["tokenizer"] = open(meta).read() if os.path.exists(meta) else ""
+        meta = epath.Path(cfg.tokenizer_dir, META_FILE)
+        fields["tokenizer"] = meta.read_text() if meta.exists() else ""
         fingerprint = json.dumps(fields, sort_keys=True, default=str)
-        path = os.path.join(self.dir, "fingerprint.json")
-        if os.path.exists(path) and open(path).read() != fingerprint:
+        path = epath.Path(self.dir, "fingerprint.json")
+        if path.exists() and path.read_text() != fingerprint:
             log.warning("%s: parts of a build with other settings; discarded", self.dir)
-            shutil.rmtree(self.dir)
-        os.makedirs(self.dir, exist_ok=True)
-        with open(path, "w") as f:
-            f.write(fingerprint)
+            epath.Path(self.dir).rmtree()
+        epath.Path(self.dir).mkdir(parents=True, exist_ok=True)
+        path.write_text(fingerprint)
 
-    def _path(self, k: int) -> str:
-        return os.path.join(self.dir, f"part-{k:06d}.npz")
+    def _path(self, k: int) -> epath.Path:
+        return epath.Path(self.dir, f"part-{k:06d}.npz")
 
     def load(self, k: int):
-        if not os.path.exists(self._path(k)):
+        if not self._path(k).exists():
             return None
-        with np.load(self._path(k)) as z:
+        with self._path(k).open("rb") as f, np.load(f) as z:
             part_stats = json.loads(str(z["stats"]))
             if not len(z["ids_len"]):
                 return [], part_stats
@@ -202,10 +201,10 @@ class _Parts:
         for n, dtype in _RECORD_FIELDS.items():
             arrays[n] = np.concatenate([r[n] for r in records] or [np.zeros(0, dtype)])
             arrays[f"{n}_len"] = np.asarray([len(r[n]) for r in records], np.int64)
-        tmp = self._path(k) + ".tmp"
-        with open(tmp, "wb") as f:
+        tmp = self._path(k).with_suffix(".tmp")
+        with tmp.open("wb") as f:
             np.savez(f, **arrays)
-        os.replace(tmp, self._path(k))
+        tmp.replace(self._path(k))
 
 
 _RECORD_FIELDS = {"ids": np.int32, "sentence_lengths": np.int32, "word_starts": np.bool_}

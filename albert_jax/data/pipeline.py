@@ -31,11 +31,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import os
 
 import grain
 import numpy as np
 
+from albert_jax import paths
 from albert_jax.data import corpus, masking, pairs
 from albert_jax.tokenization import CLS_ID, MASK_ID, PAD_ID, SEP_ID
 
@@ -64,21 +64,17 @@ def resolve_paths(data_config, workdir: str | None = None):
     from albert_jax.data.corpus import auto_corpus_name, input_patterns
 
     cfg = data_config.copy_and_resolve_references()
-    base = workdir or os.getcwd()
     with cfg.unlocked():
-        cfg.data_dir = os.path.abspath(os.path.join(base, os.path.expanduser(cfg.data_dir)))
-        cfg.tokenizer_dir = os.path.join(cfg.data_dir, os.path.expanduser(cfg.tokenizer_dir))
-        files = [
-            p if "://" in p else os.path.abspath(os.path.expanduser(p))
-            for p in input_patterns(cfg.get("input_files", ()))
-        ]
+        cfg.data_dir = paths.resolve(cfg.data_dir, workdir)
+        cfg.tokenizer_dir = paths.resolve(cfg.tokenizer_dir, cfg.data_dir)
+        files = [paths.resolve(p) for p in input_patterns(cfg.get("input_files", ()))]
         if "input_files" in cfg:
             del cfg["input_files"]  # the field may hold a string (a command-line value)
         cfg.input_files = files
         if not cfg.get("corpus_name"):
             cfg.corpus_name = auto_corpus_name(cfg)
         if cfg.get("tfds_data_dir"):
-            cfg.tfds_data_dir = os.path.join(cfg.data_dir, os.path.expanduser(cfg.tfds_data_dir))
+            cfg.tfds_data_dir = paths.resolve(cfg.tfds_data_dir, cfg.data_dir)
     return cfg
 
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 
+from etils import epath
 from tensorboardX import SummaryWriter
 from tqdm import tqdm
 
+from albert_jax import paths
 from albert_jax.config import AlbertConfig
 
 
@@ -34,28 +37,47 @@ def train_flops_per_sequence(c: AlbertConfig, seq_len: int, predictions: int) ->
 
 
 class MetricWriter:
-    """Scalars to `metrics.jsonl` and TensorBoard event files in the workdir (process 0 only)."""
+    """Scalars to `metrics.jsonl` and TensorBoard event files in the workdir (process 0 only).
+    For a bucket workdir the event files are written locally (`paths.local_mirror`) and copied
+    into it, with `train.log`, at `close`; `metrics.jsonl` is rewritten whole at each write (an
+    object store has no append)."""
 
     def __init__(self, workdir: str, enabled: bool = True):
-        self.enabled = enabled
+        self.enabled, self.workdir = enabled, workdir
         if enabled:
-            os.makedirs(workdir, exist_ok=True)
-            self._jsonl = open(os.path.join(workdir, "metrics.jsonl"), "a", buffering=1)
-            self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
+            self._jsonl_path = epath.Path(workdir) / "metrics.jsonl"
+            self._remote = paths.is_uri(workdir)
+            if self._remote:
+                self._rows = self._jsonl_path.read_text() if self._jsonl_path.exists() else ""
+            else:
+                os.makedirs(workdir, exist_ok=True)
+                self._jsonl = open(self._jsonl_path, "a", buffering=1)
+            events = os.path.join(paths.local_mirror(workdir), "tensorboard")
+            if self._remote and os.path.isdir(events):  # a killed run's events, not copied yet
+                paths.copy_tree(events, paths.join(workdir, "tensorboard"))
+                shutil.rmtree(events)
+            self._tb = SummaryWriter(events)
 
     def write(self, step: int, scalars: dict[str, float], prefix: str = "train") -> None:
         if not self.enabled:
             return
         row = {"step": int(step), "split": prefix, **{k: float(v) for k, v in scalars.items()}}
-        self._jsonl.write(json.dumps(row) + "\n")
+        if self._remote:
+            self._rows += json.dumps(row) + "\n"
+            self._jsonl_path.write_text(self._rows)
+        else:
+            self._jsonl.write(json.dumps(row) + "\n")
         for k, v in scalars.items():
             self._tb.add_scalar(f"{prefix}/{k}", float(v), int(step))
         self._tb.flush()
 
     def close(self) -> None:
         if self.enabled:
-            self._jsonl.close()
+            if not self._remote:
+                self._jsonl.close()
             self._tb.close()
+            if self._remote:  # the events, and train.log as far as it goes
+                paths.copy_tree(paths.local_mirror(self.workdir), self.workdir)
 
 
 def _console_filter(record: logging.LogRecord) -> bool:
@@ -66,13 +88,14 @@ def _console_filter(record: logging.LogRecord) -> bool:
     )
 
 
-def log_to_file(path: str) -> None:
-    """All INFO logging goes to `path`; the console keeps the progress bar, one line per
-    evaluation, our warnings and errors. Idempotent."""
-    path = os.path.abspath(path)
+def log_to_file(workdir: str) -> str:
+    """All INFO logging goes to `workdir/train.log` (for a bucket workdir, to a local file that
+    `MetricWriter.close` copies there); the console keeps the progress bar, one line per
+    evaluation, our warnings and errors. Idempotent; returns the log file's local path."""
+    path = os.path.abspath(os.path.join(paths.local_mirror(workdir), "train.log"))
     root = logging.getLogger()
     if any(getattr(h, "baseFilename", None) == path for h in root.handlers):
-        return
+        return path
     for h in root.handlers:
         if _console_filter not in h.filters:
             h.addFilter(_console_filter)
@@ -81,6 +104,7 @@ def log_to_file(path: str) -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+    return path
 
 
 DEFAULT_PROGRESS_KEYS = ("loss", "mlm_accuracy", "sop_accuracy", "learning_rate")

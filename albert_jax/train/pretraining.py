@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 
 import jax
 import jax.numpy as jnp
 
-from albert_jax import presets
+from albert_jax import paths, presets
 from albert_jax.data import pairs
 from albert_jax.losses import mlm_denominator, pretraining_loss
 from albert_jax.model import AlbertForPreTraining
@@ -167,8 +166,8 @@ def write_model(workdir: str, total_steps: int) -> str | None:
     source = load_workdir(workdir)
     for note in source.notes:
         print(f"note: {note}", flush=True)
-    out = os.path.join(workdir, "model")
-    info = {"source": os.path.abspath(workdir), "step": source.step}
+    out = paths.join(workdir, "model")
+    info = {"source": paths.resolve(workdir), "step": source.step}
     checkpoint.save(out, source.config, source.params, tokenizer=source.tokenizer, info=info)
     print(json.dumps({"model": out, "step": source.step}), flush=True)
     return out

@@ -30,9 +30,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from etils import epath
 from jax.sharding import NamedSharding, PartitionSpec
 
-from albert_jax import partitioning
+from albert_jax import partitioning, paths
 from albert_jax.optim import make_optimizer
 from albert_jax.train.checkpoints import Checkpointer
 from albert_jax.train.metrics import MetricWriter, Progress, log_to_file
@@ -278,12 +279,13 @@ def train(config, workdir: str, task) -> dict[str, float]:
     evaluated with them; everything evaluated is also in `workdir/results.json`."""
     maybe_initialize_distributed(config)
     is_main = jax.process_index() == 0
-    workdir = os.path.abspath(workdir)  # orbax requires absolute paths
-    os.makedirs(workdir, exist_ok=True)
+    workdir = paths.resolve(workdir)  # orbax wants absolute paths; a bucket URI stays one
     if is_main:
-        log_to_file(os.path.join(workdir, "train.log"))
-        with open(os.path.join(workdir, "config.json"), "w") as f:
-            f.write(config.to_json_best_effort(indent=2, sort_keys=True))
+        epath.Path(workdir).mkdir(parents=True, exist_ok=True)
+        log_to_file(workdir)
+        paths.write_text(
+            paths.join(workdir, "config.json"), config.to_json_best_effort(indent=2, sort_keys=True)
+        )
 
     mesh = partitioning.make_mesh(tuple(config.mesh_shape))
     accum = int(config.get("grad_accum_steps", 1))
@@ -312,7 +314,7 @@ def train(config, workdir: str, task) -> dict[str, float]:
 
         train_iter = task.train_iterator(jax.process_index(), jax.process_count())
         ckpt = Checkpointer(
-            os.path.join(workdir, "checkpoints"),
+            paths.join(workdir, "checkpoints"),
             keep=int(config.keep_checkpoints),
             keep_every=config.get("keep_checkpoint_every", None) or None,
         )
@@ -406,7 +408,7 @@ def train(config, workdir: str, task) -> dict[str, float]:
                     if best.update(step, values):
                         host = to_host(state.params)  # a collective: every process takes part
                         if is_main:  # written atomically: a crash keeps the previous best
-                            task.save_model(os.path.join(workdir, "best"), host, best.record)
+                            task.save_model(paths.join(workdir, "best"), host, best.record)
                         best.commit(is_main)
                     interval_t = time.perf_counter()  # step times exclude evaluation
                 if preempted:
@@ -435,13 +437,12 @@ class _Best:
     resumed run keeps comparing against it."""
 
     def __init__(self, workdir: str, spec):
-        self.path = os.path.join(workdir, "best.json")
+        self.path = epath.Path(workdir) / "best.json"
         self.enabled = spec is not None
         self.name, self.mode = spec if spec else (None, None)
         self.step, self.value, self.record = None, None, {}
-        if self.enabled and os.path.exists(self.path):
-            with open(self.path) as f:
-                saved = json.load(f)
+        if self.enabled and self.path.exists():
+            saved = json.loads(self.path.read_text())
             self.step, self.value, self.record = saved["step"], saved["value"], saved
         self._candidate = None
 
@@ -464,10 +465,7 @@ class _Best:
         c = self._candidate
         self.step, self.value = c["step"], c["value"]
         if is_main:
-            tmp = self.path + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump(c, f, indent=2)
-            os.replace(tmp, self.path)
+            paths.write_text(self.path, json.dumps(c, indent=2))
 
 
 def _final_evaluation(task, evaluate, best, shardings, workdir, is_main) -> None:
@@ -475,7 +473,7 @@ def _final_evaluation(task, evaluate, best, shardings, workdir, is_main) -> None
     results.json gets the best step's metrics and these."""
     from albert_jax import checkpoint
 
-    _, params = checkpoint.load(os.path.join(workdir, "best"))
+    _, params = checkpoint.load(paths.join(workdir, "best"))
     params = jax.tree_util.tree_map(jax.device_put, params, shardings.params)
     results = {"best_step": best.step, "metric": best.name, "best_eval": best.record["eval"]}
     for split in getattr(task, "final_splits", ()):
@@ -484,5 +482,5 @@ def _final_evaluation(task, evaluate, best, shardings, workdir, is_main) -> None
         if is_main:
             print(f"best step {best.step}, {split}: " + _format(values), flush=True)
     if is_main:
-        with open(os.path.join(workdir, "results.json"), "w") as f:
-            json.dump(results, f, indent=2, sort_keys=True)
+        text = json.dumps(results, indent=2, sort_keys=True)
+        paths.write_text(paths.join(workdir, "results.json"), text)
