@@ -11,6 +11,7 @@ handler, TensorBoard) use a local directory for a URI (`local_mirror`) and copy 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import tempfile
 
@@ -35,6 +36,13 @@ def resolve(path: str | os.PathLike, base: str | os.PathLike | None = None) -> s
 
 def join(base: str | os.PathLike, *parts: str) -> str:
     return os.fspath(epath.Path(base).joinpath(*parts))
+
+
+def open_text(path: str | os.PathLike, mode: str = "r", newline: str | None = None):
+    """A UTF-8 text file, local or in a bucket (epath alone would use the locale's encoding)."""
+    if not is_uri(path):
+        return open(path, mode, encoding="utf-8", newline=newline)
+    return io.TextIOWrapper(epath.Path(path).open(mode + "b"), encoding="utf-8", newline=newline)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

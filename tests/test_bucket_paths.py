@@ -15,6 +15,7 @@ import pytest
 from etils import epath
 from fake_bucket import fake_gcs
 from helpers import random_params, tiny_config
+from test_finetune import files, pretrained  # noqa: F401 (fixtures)
 from test_own_corpus import CPU_SMALL, ROOT, SHORT, SP_FIXTURE, documents, run, texts  # noqa: F401
 
 from albert_jax import checkpoint, paths
@@ -109,3 +110,30 @@ def test_pretraining_with_workdir_and_corpus_in_a_bucket(bucket, texts):  # noqa
         assert meta["info"] == {"source": "gs://b/run", "step": 3}
         assert checkpoint.load_tokenizer("gs://b/run/model").vocab_size == config.vocab_size
         assert epath.Path("gs://b/run/checkpoints/3").exists()
+
+
+@pytest.mark.slow
+def test_finetuning_from_and_into_a_bucket(bucket, pretrained, files):  # noqa: F811
+    """`python -m finetune` with the checkpoint, the task files and the workdir in a bucket,
+    then `finetune.predict` from the bucket's best checkpoint into the bucket."""
+    store, cwd = bucket
+    shutil.copytree(pretrained, store / "b" / "model")
+    shutil.copytree(files, store / "b" / "data")
+    cmd = [FAKE, str(store), "-m", "finetune", "--config", f"{ROOT}/configs/finetune/tsv.py",
+           "--workdir", "gs://b/ft", "--config.init=gs://b/model", "--config.unshare=all",
+           "--config.task.train=gs://b/data/cls_train.jsonl",
+           "--config.task.dev=gs://b/data/cls_dev.jsonl", "--config.task.max_seq_length=16",
+           "--config.batch_size=8", "--config.eval_batch_size=8", "--config.total_steps=4",
+           "--config.eval_every=2", "--config.progress_bar=False"]  # fmt: skip
+    out = run(cmd, cwd=cwd).stdout
+    assert "layout all -> none" in out
+    ft = store / "b" / "ft"
+    assert json.loads((ft / "best.json").read_text())["step"] in (2, 4)
+    assert (ft / "predictions" / "dev.jsonl").exists() and (ft / "summary.json").exists()
+    predict = ["-m", "finetune.predict", "--checkpoint", "gs://b/ft/best", "--output", "gs://b/p.jsonl"]
+    run([FAKE, str(store), *predict, "--input", "gs://b/data/cls_test.jsonl"], cwd=cwd)
+    rows = [json.loads(x) for x in (store / "b" / "p.jsonl").read_text().splitlines()]
+    assert len(rows) == 11 and {r["prediction"] for r in rows} <= {"neg", "pos"}
+    with fake_gcs(store):
+        config, _ = checkpoint.load("gs://b/ft/best")
+        assert config.layout == "none"

@@ -19,7 +19,9 @@ from collections.abc import Iterator, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from etils import epath
 
+from albert_jax import paths
 from albert_jax.tasks.data import DataError, _special_ids
 from albert_jax.tasks.finetuning import FinetuneTask
 from albert_jax.train.metrics import forward_flops_per_sequence
@@ -61,23 +63,18 @@ def read_race(path: str | os.PathLike) -> list[ChoiceExample]:
 
 
 def _records(path: str) -> Iterator[tuple[str, dict]]:
-    if os.path.isdir(path):
-        files = sorted(
-            os.path.join(root, f)
-            for root, _, names in os.walk(path)
-            for f in names
-            if f.endswith((".txt", ".json"))
-        )
+    if epath.Path(path).is_dir():
+        files = [f for f in paths.files_under(path) if f.endswith((".txt", ".json"))]
         for file in files:
-            with open(file, encoding="utf-8") as f:
+            with paths.open_text(file) as f:
                 yield file, _parse(f.read(), file, whole_file=True)
     elif path.endswith(".jsonl"):
-        with open(path, encoding="utf-8") as f:
+        with paths.open_text(path) as f:
             for line, raw in enumerate(f, 1):
                 if raw.strip():
                     yield f"{path}:{line}", _parse(raw, f"{path}:{line}", whole_file=False)
     else:
-        with open(path, encoding="utf-8") as f:
+        with paths.open_text(path) as f:
             yield path, _parse(f.read(), path, whole_file=True)
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from albert_jax import paths
 from albert_jax.tokenization import SPIECE_UNDERLINE, SentencePieceTokenizer
 
 IGNORE = -1  # label / word id of positions that carry no word label (loss and metrics skip them)
@@ -84,11 +85,11 @@ def _table_records(path: str, name: str, fmt: str) -> Iterator[tuple[int, dict]]
     """(line, {column: value}) per data row. TSV is split on tabs without quoting (GLUE files
     contain unbalanced quotes); CSV goes through the csv module (quoted fields may span lines,
     so the line reported is where the record starts)."""
-    with open(path, encoding="utf-8", newline="") as f:
+    with paths.open_text(path, newline="") as f:
         if fmt == "tsv":
             rows = ((i, line.rstrip("\r\n").split("\t")) for i, line in enumerate(f, 1))
         else:
-            rows = _csv_rows(f)
+            rows = _csv_rows(f, name)
         header = None
         for line, row in rows:
             if len(row) <= 1 and not "".join(row).strip():
@@ -108,7 +109,7 @@ def _table_records(path: str, name: str, fmt: str) -> Iterator[tuple[int, dict]]
             raise DataError(f"{name}:1: empty file (a header row is required)")
 
 
-def _csv_rows(f) -> Iterator[tuple[int, list[str]]]:
+def _csv_rows(f, name: str) -> Iterator[tuple[int, list[str]]]:
     reader = csv.reader(f)
     start = 1
     try:
@@ -116,11 +117,11 @@ def _csv_rows(f) -> Iterator[tuple[int, list[str]]]:
             yield start, row
             start = reader.line_num + 1
     except csv.Error as e:
-        raise DataError(f"{os.path.basename(f.name)}:{start}: malformed CSV ({e})") from None
+        raise DataError(f"{name}:{start}: malformed CSV ({e})") from None
 
 
 def _json_records(path: str, name: str) -> Iterator[tuple[int, dict]]:
-    with open(path, encoding="utf-8") as f:
+    with paths.open_text(path) as f:
         for line, raw in enumerate(f, 1):
             if not raw.strip():
                 continue
@@ -181,7 +182,7 @@ def read_conll(path: str | os.PathLike) -> list[TaggedExample]:
         words.clear()
         tags.clear()
 
-    with open(path, encoding="utf-8") as f:
+    with paths.open_text(path) as f:
         for line, raw in enumerate(f, 1):
             cols = raw.split()
             if not cols:

@@ -14,14 +14,14 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from etils import epath
 
-from albert_jax import sharing
+from albert_jax import paths, sharing
 from albert_jax.optim import path_matcher, regex_list
 from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
@@ -285,7 +285,7 @@ class FinetuneTask:
         outputs = predict_all(run, self.data.features[name], self.eval_batch_size)
         rows, values = self.score(name, outputs)
         if split is not None and self.workdir and jax.process_index() == 0:
-            self.write_predictions(os.path.join(self.workdir, "predictions", name), rows)
+            self.write_predictions(paths.join(self.workdir, "predictions", name), rows)
         return values
 
     def write_predictions(self, stem: str, rows) -> None:
@@ -416,12 +416,12 @@ def _row(example, **fields) -> dict[str, Any]:
 
 def write_jsonl(path: str, rows) -> None:
     """All rows, then one rename: a reader never sees half a file."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    epath.Path(path).parent.mkdir(parents=True, exist_ok=True)
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with paths.open_text(tmp, "w") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    epath.Path(tmp).replace(path)
 
 
 # ---------------------------------------------------------------- runs
@@ -466,14 +466,14 @@ def run(config, workdir: str) -> dict[str, Any]:
         c = resolve_schedule(config, len(data.features["train"]["input_ids"]))
         with c.unlocked():
             c.seed = seed
-        wd = workdir if len(seeds) == 1 else os.path.join(workdir, f"seed_{seed}")
-        task = make_task(c, data, os.path.abspath(wd))
+        wd = paths.resolve(workdir if len(seeds) == 1 else paths.join(workdir, f"seed_{seed}"))
+        task = make_task(c, data, wd)
         train(c, wd, task)
         per_seed[seed] = _seed_result(wd, c)
     summary = summarize(per_seed, data)
     if jax.process_index() == 0:
-        with open(os.path.join(workdir, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2, sort_keys=True)
+        text = json.dumps(summary, indent=2, sort_keys=True)
+        paths.write_text(paths.join(workdir, "summary.json"), text)
         print(format_summary(summary), flush=True)
     return summary
 
@@ -498,10 +498,9 @@ def _print_data(data: FinetuneData) -> None:
 
 
 def _seed_result(workdir: str, config) -> dict[str, Any]:
-    with open(os.path.join(workdir, "results.json")) as f:
-        res = json.load(f)
+    res = json.loads(epath.Path(workdir, "results.json").read_text())
     evals = {}
-    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    with paths.open_text(paths.join(workdir, "metrics.jsonl")) as f:
         for line in f:
             row = json.loads(line)
             if row["split"] == "eval":
@@ -615,5 +614,5 @@ def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_s
         rows, values = task.predict_split(run, "input")
     else:
         rows, values = task.score("input", predict_all(run, data.features["input"], batch_size))
-    write_jsonl(os.path.abspath(output_path), rows)
+    write_jsonl(paths.resolve(output_path), rows)
     return values

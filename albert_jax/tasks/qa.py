@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from albert_jax import paths
 from albert_jax.tasks import squad
 from albert_jax.tasks.data import DataError, _special_ids, word_pieces
 from albert_jax.tasks.finetuning import FinetuneTask
@@ -45,7 +46,7 @@ def read_squad(path: str | os.PathLike) -> tuple[list[QAExample], dict]:
     scoring but gets no training target."""
     name = os.fspath(path)
     try:
-        with open(name, encoding="utf-8") as f:
+        with paths.open_text(name) as f:
             doc = json.load(f)
     except json.JSONDecodeError as e:
         raise DataError(f"{name}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
@@ -274,10 +275,7 @@ class QATask(FinetuneTask):
 
 
 def _write_json(path: str, obj) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, ensure_ascii=False, indent=1)
-    os.replace(tmp, path)
+    paths.write_text(path, json.dumps(obj, ensure_ascii=False, indent=1))
 
 
 # ---------------------------------------------------------------- the task-module protocol

@@ -11,13 +11,11 @@ precision / recall / F1 of the People's Daily entity lists. Generation runs in o
 
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from albert_jax import decoding
+from albert_jax import decoding, paths
 from albert_jax.tasks import textgen
 from albert_jax.tasks.data import _special_ids
 from albert_jax.tasks.finetuning import INPUTS, FinetuneError, FinetuneTask, predict_all
@@ -85,7 +83,7 @@ class Seq2SeqTask(FinetuneTask):
             return {}
         rows, values = self.predict_split(run, name)
         if split is not None and self.workdir and jax.process_index() == 0:
-            self.write_predictions(os.path.join(self.workdir, "predictions", name), rows)
+            self.write_predictions(paths.join(self.workdir, "predictions", name), rows)
         return values
 
     def predict_split(self, run, name):
