@@ -130,7 +130,14 @@ def test_finetuning_from_and_into_a_bucket(bucket, pretrained, files):  # noqa: 
     ft = store / "b" / "ft"
     assert json.loads((ft / "best.json").read_text())["step"] in (2, 4)
     assert (ft / "predictions" / "dev.jsonl").exists() and (ft / "summary.json").exists()
-    predict = ["-m", "finetune.predict", "--checkpoint", "gs://b/ft/best", "--output", "gs://b/p.jsonl"]
+    predict = [
+        "-m",
+        "finetune.predict",
+        "--checkpoint",
+        "gs://b/ft/best",
+        "--output",
+        "gs://b/p.jsonl",
+    ]
     run([FAKE, str(store), *predict, "--input", "gs://b/data/cls_test.jsonl"], cwd=cwd)
     rows = [json.loads(x) for x in (store / "b" / "p.jsonl").read_text().splitlines()]
     assert len(rows) == 11 and {r["prediction"] for r in rows} <= {"neg", "pos"}
