@@ -64,6 +64,8 @@ PARALLEL = "albert_jax/data/parallel.py"
 PRETRAINING = "albert_jax/train/pretraining.py"
 TRAINER = "albert_jax/train/trainer.py"
 CHECKPOINTS = "albert_jax/train/checkpoints.py"
+PATHS = "albert_jax/paths.py"
+BUCKET = "tests/test_bucket_paths.py"
 
 NUMPY_REF = "tests/test_model.py::test_matches_numpy_reference[all]"
 NUMPY_REF_GROUPS = "tests/test_model.py::test_matches_numpy_reference[groups:2]"
@@ -431,11 +433,43 @@ MUTANTS = [
     # ------------------------------------------------------------------ corpus
     Mutant(
         "corpus-hidden-files-read",
-        CORPUS,
-        'found += [os.path.join(root, n) for n in names if not n.startswith(".")]',
-        "found += [os.path.join(root, n) for n in names]",
+        PATHS,
+        'names = [n for n in names if not n.startswith(".")]',
+        "names = list(names)",
         "hidden files (.DS_Store, editor swap files) in an input directory become documents",
         ("tests/test_own_corpus.py::test_input_files_are_files_directories_and_globs",),
+    ),
+    Mutant(
+        "paths-uri-made-local",
+        PATHS,
+        'if is_uri(path):\n        return path.rstrip("/")\n',
+        "",
+        "a bucket URI goes through os.path.abspath (gs://b/run becomes ./gs:/b/run)",
+        (BUCKET,),
+    ),
+    Mutant(
+        "checkpoint-load-abspath",
+        "albert_jax/checkpoint.py",
+        "path = paths.resolve(path)\n    head = load_head(path)",
+        "path = os.path.abspath(path)\n    head = load_head(path)",
+        "loading a checkpoint makes its path local, so a bucket checkpoint is not found",
+        (BUCKET,),
+    ),
+    Mutant(
+        "corpus-glob-local-only",
+        CORPUS,
+        "    if not paths.is_uri(pattern):\n        return glob.glob",
+        "    if True:\n        return glob.glob",
+        "input globs are matched on the local disk only: gs://b/texts/*.txt matches nothing",
+        (BUCKET,),
+    ),
+    Mutant(
+        "tokenizer-meta-local-read",
+        "albert_jax/tokenization.py",
+        "meta = json.loads(meta_path.read_text())",
+        "meta = json.load(open(meta_path))",
+        "the tokenizer's settings are read with the local open(): a bucket tokenizer fails",
+        (BUCKET,),
     ),
     Mutant(
         "corpus-name-ignores-vocab",

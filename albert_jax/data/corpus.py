@@ -34,6 +34,7 @@ order; we keep that, so the contiguous per-process shards mix all input files.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import hashlib
@@ -365,7 +366,8 @@ def _make_builder_classes():
         BUILDER_CONFIGS = [AlbertCorpusConfig(name="default")]
 
         def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
+            with _quiet_absl():  # "Using custom data configuration": always, by design
+                super().__init__(*args, **kwargs)
             self.corpus_stats = CorpusStats()
 
         # Our own progress bar and summary report the build; TFDS's banners stay off the console.
@@ -450,14 +452,19 @@ def make_builder(data_config):
         processes=int(data_config.get("prepare_processes", 0)),
         parts_dir=paths.join(data_config.data_dir, "parts", corpus_name(data_config)),
     )
+    return builder_cls(config=cfg, data_dir=str(data_config.data_dir), file_format="array_record")
+
+
+@contextlib.contextmanager
+def _quiet_absl():
+    """absl warnings off while a builder is made, here or where grain's worker processes
+    unpickle it (they do not share the console filter of `metrics.log_to_file`)."""
     from absl import logging as absl_logging
 
     level = absl_logging.get_verbosity()
-    absl_logging.set_verbosity(absl_logging.ERROR)  # "Using custom data configuration": always
+    absl_logging.set_verbosity(absl_logging.ERROR)
     try:
-        return builder_cls(
-            config=cfg, data_dir=str(data_config.data_dir), file_format="array_record"
-        )
+        yield
     finally:
         absl_logging.set_verbosity(level)
 
