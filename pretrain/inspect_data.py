@@ -23,7 +23,7 @@ import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
-from albert_jax import cli
+from albert_jax import cli, paths
 from albert_jax.data import masking
 from albert_jax.data.pipeline import load_tokenizer, make_iterator, resolve_paths
 from albert_jax.tokenization import MASK_ID, pretraining_ids
@@ -179,7 +179,7 @@ def main(argv):
     if _JSONL.value:
         limit = None if epochs else _N.value
         n = 0
-        with open(_JSONL.value, "w") as f:
+        with paths.open_text(_JSONL.value, "w") as f:
             for ex in examples:
                 f.write(json.dumps(unpadded(ex), ensure_ascii=False) + "\n")
                 n += 1
