@@ -12,7 +12,8 @@ four ways: `separate` (one array per layer, transformers' layout: the lower boun
 layer axis as `xs`) and `scan_unrolled` (the same, fully unrolled). Reports the median and minimum
 step time of each and its ratio to `separate`, alternating the variants over `--rounds` rounds.
 On CPU each slice of a stacked weight is copied before its matmul and the per-layer gradients are
-assembled into the stacked gradient, which `separate` does not pay.
+assembled into the stacked gradient, which `separate` does not pay; `gradient_assembly` times that
+assembly alone (as XLA computes it, padded slices added, and as one concatenation).
 """
 
 from __future__ import annotations
@@ -53,6 +54,39 @@ def make_variants(L):
         return jnp.sum(x * x)
 
     return {"separate": separate, "slice": sliced, "scan": scan(1), "scan_unrolled": scan(True)}
+
+
+def assembly_seconds(L: int, shapes: dict, rounds: int) -> dict:
+    """The gradient assembly alone: L per-layer gradients of every weight into the stacked
+    gradient, as the transpose of `stacked[i]` gives it (each padded to full size and added:
+    what XLA fuses) and as one concatenation; median and minimum seconds over `rounds`."""
+
+    def pad_add(parts):
+        out = {}
+        for n, ps in parts.items():
+            padded = [
+                jax.lax.pad(p[None], 0.0, [(i, L - 1 - i, 0)] + [(0, 0, 0)] * p.ndim)
+                for i, p in enumerate(ps)
+            ]
+            out[n] = sum(padded[1:], padded[0])
+        return out
+
+    def concat(parts):
+        return {n: jnp.stack(ps) for n, ps in parts.items()}
+
+    parts = {n: [jnp.full(s, float(i)) for i in range(L)] for n, s in shapes.items()}
+    times: dict[str, list[float]] = {"pad_add": [], "concat": []}
+    fns = {"pad_add": jax.jit(pad_add), "concat": jax.jit(concat)}
+    for _ in range(rounds):
+        for name, f in fns.items():
+            jax.block_until_ready(f(parts))
+            t = time.perf_counter()
+            jax.block_until_ready(f(parts))
+            times[name].append(time.perf_counter() - t)
+    return {
+        k: {"s": round(statistics.median(v), 4), "s_min": round(min(v), 4)}
+        for k, v in times.items()
+    }
 
 
 def main():
@@ -109,6 +143,7 @@ def main():
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "variants": rows,
+        "gradient_assembly": assembly_seconds(L, shapes, max(3, args.rounds)),
     }
     emit(result, args.out)
     return 0
