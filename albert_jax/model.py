@@ -56,8 +56,13 @@ def truncated_normal(stddev: float):
 
 def grouped_param(module: nn.Module, name: str, init, shape, axes, groups: int = 1, group=None):
     """A parameter carrying logical axis names; with groups > 1 it is stacked on a leading 'layers'
-    axis of that length and the slice `group` is returned."""
+    axis of that length and the slice `group` is returned (or, from a per-layer view, layer
+    `group`'s own array: then `group` must be a Python int, i.e. an unrolled encoder)."""
     dtype = jnp.dtype(module.config.param_dtype)
+    if groups > 1 and module.has_variable("params", name):
+        held = module.get_variable("params", name)
+        if isinstance(held, tuple):  # the trainer's per-layer view (sharing.split_layers)
+            return held[group]
     if groups == 1:
         return module.param(name, nn.with_logical_partitioning(init, axes), tuple(shape), dtype)
     stacked = module.param(

@@ -325,6 +325,9 @@ def layer_depths(model_config) -> Callable[[str], Any]:
             return 0
         if path in stacked:
             return np.arange(1, L + 1)
+        head, _, index = path.rpartition("/")
+        if index.isdigit() and head in stacked:  # layer `index` of the trainer's per-layer view
+            return int(index) + 1
         return L + 1
 
     return depth

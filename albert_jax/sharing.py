@@ -91,3 +91,54 @@ def regroup(
 def unshare(params: dict[str, Any], config: AlbertConfig) -> tuple[dict[str, Any], AlbertConfig]:
     """The not-shared layout: every layer gets its own copy of the weights it used."""
     return regroup(params, config, attention_groups=config.num_layers, ffn_groups=config.num_layers)
+
+
+# --- the per-layer view of a train state ---
+def layer_view_paths(config: AlbertConfig) -> frozenset[str]:
+    """The stacked leaves the trainer holds per layer: all of them for an unrolled encoder,
+    none for a scanned one (the scan takes its weights stacked)."""
+    return frozenset() if config.scan_layers else stacked_paths(config)
+
+
+def split_layers(tree: dict[str, Any], paths: frozenset[str]) -> dict[str, Any]:
+    """The per-layer view: each leaf at one of `paths` (a [G, ...] array, ShapeDtypeStruct or
+    logical-axis box) becomes a tuple of its G slices, which the model reads without slicing
+    (`model.grouped_param`). On CPU, XLA copies a slice of a stacked weight before its matmul
+    and assembles the per-layer gradients back into a stacked one; held per layer, neither
+    happens (docs/performance.md). `stack_layers` is the inverse."""
+    if not paths:
+        return tree
+    from flax import traverse_util
+
+    flat = traverse_util.flatten_dict(tree, sep="/")
+    for path in paths & flat.keys():
+        flat[path] = _split(flat[path])
+    return traverse_util.unflatten_dict(flat, sep="/")
+
+
+def _split(leaf):
+    import flax.linen as nn
+
+    if isinstance(leaf, nn.Partitioned):
+        parts = _split(leaf.value)
+        return tuple(leaf.replace(value=p, names=leaf.names[1:]) for p in parts)
+    if isinstance(leaf, jax.ShapeDtypeStruct):
+        return tuple(jax.ShapeDtypeStruct(leaf.shape[1:], leaf.dtype) for _ in range(leaf.shape[0]))
+    return tuple(leaf[i] for i in range(leaf.shape[0]))
+
+
+def stack_layers(tree: dict[str, Any]) -> dict[str, Any]:
+    """Every per-layer tuple (or list, as a checkpoint may return it) of `split_layers` stacked
+    back into one array: the tree every checkpoint, export and conversion takes."""
+    from flax import traverse_util
+
+    def stack(xs):
+        if all(isinstance(x, np.ndarray) for x in xs):
+            return np.stack(xs)
+        import jax.numpy as jnp
+
+        return jnp.stack(xs)
+
+    flat = traverse_util.flatten_dict(tree, sep="/")
+    flat = {k: stack(v) if isinstance(v, list | tuple) else v for k, v in flat.items()}
+    return traverse_util.unflatten_dict(flat, sep="/")

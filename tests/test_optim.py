@@ -444,6 +444,36 @@ def test_lr_multipliers_layerwise_decay_and_frozen():
         make_optimizer(optim_config("adamw", lr_multipliers="oops"), config, params)
 
 
+@pytest.mark.parametrize("name", ["lamb", "adamw"])
+def test_per_layer_view_updates_equal_the_stacked_updates(name):
+    """The trainer holds an unrolled model's stacked leaves per layer (sharing.split_layers):
+    every optimizer feature (LAMB's per-layer trust ratio, layer-wise decay, multipliers) must
+    give each layer exactly the update it gets in the stacked tree."""
+    from albert_jax import sharing
+
+    config = AlbertConfig(
+        vocab_size=11, embedding_size=4, hidden_size=8, num_layers=3, num_heads=2,
+        intermediate_size=6, max_position_embeddings=8,
+    ).with_layout("none")  # fmt: skip
+    rng = np.random.default_rng(0)
+    params = jax.tree.map(lambda x: rng.normal(size=x.shape).astype(np.float32), _tree(config))
+    grads = jax.tree.map(lambda x: rng.normal(size=x.shape).astype(np.float32), params)
+    extra = {} if name == "lamb" else {"layerwise_decay": 0.5, "lr_multipliers": "query=3"}
+    cfg = optim_config(name, **extra)
+    cfg.warmup_steps = 0  # a first step with a learning rate above 0
+    view = sharing.stacked_paths(config)
+    split = lambda t: sharing.split_layers(t, view)  # noqa: E731
+    want, _ = first_update(make_optimizer(cfg, config, params)[0])(grads, params)
+    got, _ = first_update(make_optimizer(cfg, config, split(params))[0])(
+        split(grads), split(params)
+    )
+    assert isinstance(split(params)["encoder"]["ffn"]["output"]["kernel"], tuple)
+    want, got = flat(want), flat(sharing.stack_layers(got))
+    assert want.keys() == got.keys()
+    for path in want:
+        np.testing.assert_allclose(got[path], want[path], rtol=1e-5, atol=1e-7, err_msg=path)
+
+
 # ---------------------------------------------------------------- several attention and FFN groups
 
 

@@ -103,10 +103,10 @@ def straight(tmp_path_factory):
 # --------------------------------------------------------------------------- gradient accumulation
 
 
-def _direct_steps(mesh, accum, steps, optim_overrides=None):
+def _direct_steps(mesh, accum, steps, optim_overrides=None, model=None):
     """Run make_train_step directly on `mesh`; returns (per-step metrics, final params)."""
     config = make_config(total_steps=steps, **(optim_overrides or {}))
-    task = make_task(config)
+    task = make_task(config, model=model)
     tx, schedule = make_optimizer(config.optim, task.model_config)
     rules = partitioning.DEFAULT_RULES
     import flax.linen as nn
@@ -144,6 +144,30 @@ def test_grad_accumulation_matches_full_batch():
     assert max(jax.tree_util.tree_leaves(moved)) > 1e-5
     jax.tree_util.tree_map(
         lambda x, y: np.testing.assert_allclose(y, x, rtol=1e-6, atol=1e-7), p_full, p_accum
+    )
+
+
+def test_unrolled_encoder_holds_layers_apart_and_trains_as_the_scanned_one():
+    """An unrolled model's stacked weights live per layer in the train state (no slice copies,
+    no gradient assembly; trainer.layer_view); its steps equal the scanned model's, whose state
+    holds them stacked (LAMB's trust ratio per layer either way)."""
+    from trainer_worker import tiny_model_config
+
+    from albert_jax import sharing
+
+    mesh = partitioning.make_mesh((2, 1, 1), devices=jax.devices()[:2])
+    model = tiny_model_config().with_layout("none")
+    scanned, _, p_scan = _direct_steps(mesh, 1, 3, model=model.replace(scan_layers=True))
+    unrolled, _, p_view = _direct_steps(mesh, 1, 3, model=model.replace(scan_layers=False))
+    q = p_view["encoder"]["attention"]["query"]["kernel"]
+    assert isinstance(q, tuple) and len(q) == 4 and q[0].shape == (32, 32)
+    assert p_scan["encoder"]["attention"]["query"]["kernel"].shape == (4, 32, 32)
+    for a, b in zip(scanned, unrolled, strict=True):
+        np.testing.assert_allclose(b["loss"], a["loss"], rtol=1e-5)
+    jax.tree_util.tree_map(
+        lambda x, y: np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6),
+        p_scan,
+        sharing.stack_layers(p_view),
     )
 
 

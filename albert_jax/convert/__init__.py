@@ -177,7 +177,7 @@ def _restore_params(state_dir: str, config: AlbertConfig) -> dict[str, Any]:
     import numpy as np
     import orbax.checkpoint as ocp
 
-    from albert_jax import checkpoint
+    from albert_jax import checkpoint, sharing
 
     me = jax.process_index()
     solo = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
@@ -186,7 +186,12 @@ def _restore_params(state_dir: str, config: AlbertConfig) -> dict[str, Any]:
         stored = handler.metadata(epath.Path(state_dir)).tree
         if not (isinstance(stored, dict) and isinstance(stored.get("params"), dict)):
             raise ConversionError(f"{state_dir}: no params in this train state")
-        shapes = jax.tree_util.tree_map(lambda m: tuple(m.shape), stored["params"])
+        # An unrolled run holds per-layer weights as lists (sharing.split_layers): stacked here.
+        shapes = jax.tree_util.tree_map(
+            lambda m: (len(m), *m[0].shape) if _is_layer_list(m) else tuple(m.shape),
+            stored["params"],
+            is_leaf=_is_layer_list,
+        )
         checkpoint.check_tree(config, shapes, f"{state_dir} (against the run's config.json)")
         as_numpy = jax.tree_util.tree_map(
             lambda _: ocp.RestoreArgs(restore_type=np.ndarray), stored["params"]
@@ -196,11 +201,15 @@ def _restore_params(state_dir: str, config: AlbertConfig) -> dict[str, Any]:
             restore_args={"params": as_numpy},
             partial_restore=True,
         )
-        return handler.restore(epath.Path(state_dir), args=args)["params"]
+        return sharing.stack_layers(handler.restore(epath.Path(state_dir), args=args)["params"])
     except checkpoint.CheckpointError as e:
         raise ConversionError(str(e)) from e
     finally:
         handler.close()
+
+
+def _is_layer_list(x) -> bool:
+    return isinstance(x, list | tuple) and bool(x) and hasattr(x[0], "shape")
 
 
 def load_workdir(workdir: str, step: int | None = None) -> Source:

@@ -33,7 +33,7 @@ import optax
 from etils import epath
 from jax.sharding import NamedSharding, PartitionSpec
 
-from albert_jax import partitioning, paths
+from albert_jax import partitioning, paths, sharing
 from albert_jax.optim import make_optimizer
 from albert_jax.train.checkpoints import Checkpointer
 from albert_jax.train.metrics import MetricWriter, Progress, log_to_file
@@ -162,22 +162,27 @@ def _rules(config):
     return tuple(tuple(r) for r in rules) if rules else partitioning.DEFAULT_RULES
 
 
+def layer_view(task) -> frozenset[str]:
+    """The stacked parameters the train state holds per layer (`sharing.split_layers`): those
+    of an unrolled encoder. Checkpoints of the model, exports and conversions get them stacked."""
+    config = getattr(task, "model_config", None)
+    return sharing.layer_view_paths(config) if config is not None else frozenset()
+
+
 def param_shapes(task):
-    """The task model's parameter tree as ShapeDtypeStructs (logical boxes removed)."""
-    return nn.meta.unbox(
-        jax.eval_shape(lambda: task.model.init(jax.random.PRNGKey(0), **task.dummy_batch()))[
-            "params"
-        ]
-    )
+    """The train state's parameter tree as ShapeDtypeStructs (logical boxes removed)."""
+    params = jax.eval_shape(lambda: task.model.init(jax.random.PRNGKey(0), **task.dummy_batch()))
+    return sharing.split_layers(nn.meta.unbox(params["params"]), layer_view(task))
 
 
 def create_state(task, tx, mesh, rules, seed: int):
     """(init function, state shardings, abstract state). Initialization goes through eval_shape,
     so nothing unsharded is ever materialized."""
     dummy = task.dummy_batch()
+    view = layer_view(task)
 
     def init_boxed(rng):
-        params = task.model.init(rng, **dummy)["params"]
+        params = sharing.split_layers(task.model.init(rng, **dummy)["params"], view)
         return TrainState(
             step=jnp.zeros((), jnp.int32),
             params=params,
@@ -234,10 +239,18 @@ def load_pretrained(params, source: dict[str, np.ndarray], shardings, fresh=()) 
             new.append(path)
             continue
         value = np.asarray(source[path])
-        if value.shape != leaf.shape:
-            bad.append(f"{path}: source {value.shape}, model {leaf.shape}")
+        per_layer = isinstance(leaf, tuple)  # held per layer (`layer_view`): source stacked
+        shape = (len(leaf), *leaf[0].shape) if per_layer else leaf.shape
+        if value.shape != shape:
+            bad.append(f"{path}: source {value.shape}, model {shape}")
             continue
-        flat[path] = jax.device_put(value.astype(leaf.dtype), flat_shardings[path])
+        if per_layer:
+            flat[path] = tuple(
+                jax.device_put(v.astype(x.dtype), s)
+                for v, x, s in zip(value, leaf, flat_shardings[path], strict=True)
+            )
+        else:
+            flat[path] = jax.device_put(value.astype(leaf.dtype), flat_shardings[path])
         loaded.append(path)
     if bad:
         raise ValueError(
@@ -406,7 +419,8 @@ def train(config, workdir: str, task) -> dict[str, float]:
                     writer.write(step, values, prefix="eval")
                     progress.write(f"step {step}: eval " + _format(values))
                     if best.update(step, values):
-                        host = to_host(state.params)  # a collective: every process takes part
+                        # to_host: a collective, every process takes part
+                        host = sharing.stack_layers(to_host(state.params))
                         if is_main:  # written atomically: a crash keeps the previous best
                             task.save_model(paths.join(workdir, "best"), host, best.record)
                         best.commit(is_main)
@@ -474,6 +488,7 @@ def _final_evaluation(task, evaluate, best, shardings, workdir, is_main) -> None
     from albert_jax import checkpoint
 
     _, params = checkpoint.load(paths.join(workdir, "best"))
+    params = sharing.split_layers(params, layer_view(task))
     params = jax.tree_util.tree_map(jax.device_put, params, shardings.params)
     results = {"best_step": best.step, "metric": best.name, "best_eval": best.record["eval"]}
     for split in getattr(task, "final_splits", ()):
