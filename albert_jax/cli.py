@@ -17,6 +17,7 @@ def _input_errors() -> tuple[type[Exception], ...]:
     from albert_jax.tasks.data import DataError
     from albert_jax.tasks.finetuning import FinetuneError
     from albert_jax.tokenization import TokenizerError
+    from albert_jax.train.pretraining import ObjectiveError
     from albert_jax.train.trainer import TrainConfigError
 
     return (
@@ -26,6 +27,7 @@ def _input_errors() -> tuple[type[Exception], ...]:
         DataConfigError,
         DataError,
         FinetuneError,
+        ObjectiveError,
         TokenizerError,
         TrainConfigError,
     )

@@ -46,15 +46,18 @@ def sop_accuracy(logits, labels, denominator=None):
 
 
 def pretraining_loss(output, batch, denominators=None):
-    """total = MLM + SOP (equal weights, as the reference), with the four metrics. `batch` holds
-    masked_lm_ids, masked_lm_weights and sentence_order_label; `denominators` {'mlm', 'sop'}."""
+    """total = MLM + SOP (equal weights, as the reference), with the four metrics; MLM alone for a
+    model without the sentence head. `batch` holds masked_lm_ids, masked_lm_weights and
+    sentence_order_label; `denominators` {'mlm', 'sop'}."""
     d = denominators or {}
     ids, w = batch["masked_lm_ids"], batch["masked_lm_weights"]
-    labels = batch["sentence_order_label"]
     metrics = {
         "mlm_loss": mlm_loss(output.mlm_logits, ids, w, d.get("mlm")),
         "mlm_accuracy": mlm_accuracy(output.mlm_logits, ids, w, d.get("mlm")),
-        "sop_loss": sop_loss(output.sop_logits, labels, d.get("sop")),
-        "sop_accuracy": sop_accuracy(output.sop_logits, labels, d.get("sop")),
     }
+    if output.sop_logits is None:
+        return metrics["mlm_loss"], metrics
+    labels = batch["sentence_order_label"]
+    metrics["sop_loss"] = sop_loss(output.sop_logits, labels, d.get("sop"))
+    metrics["sop_accuracy"] = sop_accuracy(output.sop_logits, labels, d.get("sop"))
     return metrics["mlm_loss"] + metrics["sop_loss"], metrics

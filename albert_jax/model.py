@@ -417,12 +417,16 @@ class MLMHead(nn.Module):
 
 
 class AlbertForPreTraining(AlbertModel):
-    """Backbone + MLM head (at the given masked positions, or everywhere) + SOP/NSP head."""
+    """Backbone + MLM head (at the given masked positions, or everywhere) + SOP/NSP head (none
+    with `sentence_head=False`: the MLM-only objective)."""
+
+    sentence_head: bool = True
 
     def setup(self):
         super().setup()
         self.mlm = MLMHead(self.config)
-        self.sop = Dense(self.config, 2, ("hidden", None))
+        if self.sentence_head:
+            self.sop = Dense(self.config, 2, ("hidden", None))
 
     def __call__(
         self,
@@ -440,7 +444,9 @@ class AlbertForPreTraining(AlbertModel):
         if masked_positions is not None:  # [B, P] -> gather [B, P, H]
             x = jnp.take_along_axis(x, masked_positions[..., None].astype(jnp.int32), axis=1)
         mlm_logits = self.mlm(x, self.embeddings.attend)
-        sop_logits = self.sop(out.pooled_output).astype(jnp.float32)
+        sop_logits = None
+        if self.sentence_head:
+            sop_logits = self.sop(out.pooled_output).astype(jnp.float32)
         return out.replace(mlm_logits=mlm_logits, sop_logits=sop_logits)
 
 

@@ -116,12 +116,15 @@ def param_labels(
     return labels
 
 
-def config_labels(params: Any, optim_config, model_config) -> dict[str, Label]:
-    """`param_labels` for the optimizer that `make_optimizer(optim_config, model_config)` builds."""
+def config_labels(
+    params: Any, optim_config, model_config, stacked: frozenset[str] | None = None
+) -> dict[str, Label]:
+    """`param_labels` for the optimizer that `make_optimizer(optim_config, model_config, ...,
+    stacked)` builds."""
     return param_labels(
         params,
         exclude=_field(optim_config, "exclude"),
-        stacked=stacked_patterns(model_config),
+        stacked=stacked_patterns(model_config) if stacked is None else stacked.__contains__,
         trust_ratio=_optimizer_name(optim_config) == "lamb",
         weight_decay=_field(optim_config, "weight_decay"),
     )
@@ -409,13 +412,15 @@ def _optimizer_name(optim_config) -> str:
 
 
 def make_optimizer(
-    optim_config, model_config, params: Any = None
+    optim_config, model_config, params: Any = None, stacked: frozenset[str] | None = None
 ) -> tuple[optax.GradientTransformation, optax.Schedule]:
     """(clip_by_global_norm(clip_norm) + lamb | adamw [+ per-path lr factors], the lr schedule)
     from an attribute config. `params` (any tree with the model's paths, shapes optional) is
     needed only for `lr_multipliers`, `layerwise_decay` and `frozen`.
 
     Missing fields take `default_optim_config()`'s values; clip_norm 0 or None turns clipping off.
+    `stacked`: the paths with a layer axis (default: those of `model_config`'s layout; a model
+    with two encoders, ELECTRA's, names both).
     """
     get = lambda name: _field(optim_config, name)
     name = _optimizer_name(optim_config)
@@ -436,7 +441,8 @@ def make_optimizer(
         bias_correction=bool(get("bias_correction")),
     )
     if name == "lamb":
-        tx = lamb(schedule, stacked=stacked_patterns(model_config), **kw)
+        is_stacked = stacked_patterns(model_config) if stacked is None else stacked.__contains__
+        tx = lamb(schedule, stacked=is_stacked, **kw)
     else:
         tx = adamw(schedule, **kw)
     clip = get("clip_norm")

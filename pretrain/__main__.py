@@ -25,7 +25,7 @@ from albert_jax import cli
 from albert_jax.data import corpus
 from albert_jax.data.pipeline import resolve_paths
 from albert_jax.train.metrics import log_to_file
-from albert_jax.train.pretraining import PretrainingTask, write_model
+from albert_jax.train.pretraining import make_task, objective_of, write_model
 from albert_jax.train.trainer import maybe_initialize_distributed, train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
@@ -61,6 +61,7 @@ def main(argv):
     if _CONFIG.value is None or _WORKDIR.value is None:
         raise app.UsageError("--config and --workdir are required")
     config = _CONFIG.value
+    objective_of(config)  # a contradictory objective fails before any work
     if jax.process_index() == 0:  # library chatter (TFDS, orbax) to the log file, not the console
         log_to_file(_WORKDIR.value)
     maybe_initialize_distributed(config)
@@ -74,7 +75,7 @@ def main(argv):
         from jax.experimental import multihost_utils
 
         multihost_utils.sync_global_devices("corpus built")
-    train(config, _WORKDIR.value, PretrainingTask(config, data, pretrained=source))
+    train(config, _WORKDIR.value, make_task(config, data, pretrained=source))
     if jax.process_index() == 0:
         write_model(_WORKDIR.value, int(config.total_steps))
     if jax.process_count() > 1:  # the others wait, so no process exits while it writes

@@ -169,10 +169,16 @@ def workdir_steps(workdir: str) -> list[int]:
     return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit() and p.is_dir())
 
 
-def _restore_params(state_dir: str, config: AlbertConfig) -> dict[str, Any]:
-    """The `params` subtree of a trainer's TrainState checkpoint as host NumPy arrays. A partial
-    restore reads the parameters only (not the optimizer moments, twice their size), needs no
-    device layout (a run on a pod converts on a laptop) and involves this process alone."""
+BACKBONE = ("embeddings", "encoder", "pooler")  # what an ELECTRA run's model keeps
+
+
+def _restore_params(
+    state_dir: str, config: AlbertConfig, keep: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """The `params` subtree of a trainer's TrainState checkpoint as host NumPy arrays (only the
+    top-level entries `keep`, if given). A partial restore reads the parameters only (not the
+    optimizer moments, twice their size), needs no device layout (a run on a pod converts on a
+    laptop) and involves this process alone."""
     import jax
     import numpy as np
     import orbax.checkpoint as ocp
@@ -186,6 +192,8 @@ def _restore_params(state_dir: str, config: AlbertConfig) -> dict[str, Any]:
         stored = handler.metadata(epath.Path(state_dir)).tree
         if not (isinstance(stored, dict) and isinstance(stored.get("params"), dict)):
             raise ConversionError(f"{state_dir}: no params in this train state")
+        if keep is not None:
+            stored = {"params": {k: v for k, v in stored["params"].items() if k in keep}}
         # An unrolled run holds per-layer weights as lists (sharing.split_layers): stacked here.
         shapes = jax.tree_util.tree_map(
             lambda m: (len(m), *m[0].shape) if _is_layer_list(m) else tuple(m.shape),
@@ -236,10 +244,14 @@ def load_workdir(workdir: str, step: int | None = None) -> Source:
     notes, failures = [], []
     if step is not None and step not in steps:
         raise ConversionError(f"{workdir}: no finished checkpoint of step {step} (have {steps})")
+    keep = None
+    if run.get("objective", "mlm+sop") == "electra":  # the discriminator is the model
+        keep = BACKBONE
+        notes.append("ELECTRA run: the discriminator backbone (generator and RTD head left out)")
     for s in [step] if step is not None else reversed(steps):
         state_dir = paths.join(workdir, CHECKPOINTS_DIR, str(s), STATE_ITEM)
         try:
-            params = _restore_params(state_dir, config)
+            params = _restore_params(state_dir, config, keep)
         except ConversionError:  # parameters that do not fit the config: the same at every step
             raise
         except Exception as e:  # noqa: BLE001 - orbax/tensorstore errors of a damaged step
@@ -300,7 +312,9 @@ def convert(
         else "  tokenizer: none"
     )
     head = source.head
-    report.append(f"  head: {json.dumps(head, sort_keys=True) if head else 'pretraining'}")
+    heads = [h for h in ("mlm", "sop") if h in source.params]
+    pretraining = f"pretraining ({' + '.join(heads)})" if heads else "none (backbone only)"
+    report.append(f"  head: {json.dumps(head, sort_keys=True) if head else pretraining}")
     report += [f"  note: {x}" for x in source.notes]
     config, params = source.config, source.params
     if unshare:

@@ -77,12 +77,17 @@ ARCHITECTURES = {
     "question_answering": "AlbertForQuestionAnswering",
     "multiple_choice": "AlbertForMultipleChoice",
 }
+# A checkpoint without a head (None) that lacks the pretraining heads (an ELECTRA discriminator,
+# an MLM-only run) is written as the transformers model that has what it has.
+PARTIAL = {"masked_lm": "AlbertForMaskedLM", "backbone": "AlbertModel"}
 _ABSENT = {  # top-level paths that a model of each type does not have
     "pretraining": ("classifier",),
     "sequence_classification": ("mlm", "sop"),
     "token_classification": ("mlm", "sop"),
     "question_answering": ("mlm", "sop"),
     "multiple_choice": ("mlm", "sop"),
+    "masked_lm": ("classifier", "sop"),
+    "backbone": ("classifier", "mlm", "sop"),
 }
 # Heads whose dense layer transformers names otherwise than `classifier`.
 _HEAD_NAMES = {
@@ -170,17 +175,18 @@ def hf_names(head: dict[str, Any] | None) -> dict[str, tuple[str, bool]]:
     return {**HF_NAMES, **_HEAD_NAMES.get(head_type(head), {})}
 
 
-def model_paths(head: dict[str, Any] | None) -> list[str]:
-    """Our paths in HF_NAMES that the model of this head has (the projection included)."""
-    absent = _ABSENT[head_type(head)]
+def model_paths(head: dict[str, Any] | None, kind: str | None = None) -> list[str]:
+    """Our paths in HF_NAMES that the model of this head (or `kind`, one of PARTIAL) has (the
+    projection included)."""
+    absent = _ABSENT[kind or head_type(head)]
     return [p for p in HF_NAMES if p.split("/")[0] not in absent]
 
 
 def head_from_hf(d: dict[str, Any], where: str) -> dict[str, Any] | None:
     """Our head dict for a transformers config (None: a pretraining / backbone model)."""
     arch = (d.get("architectures") or [None])[0]
-    kind = {v: k for k, v in ARCHITECTURES.items()}.get(arch)
-    if kind in (None, "pretraining"):
+    kind = {v: k for k, v in {**ARCHITECTURES, **PARTIAL}.items()}.get(arch)
+    if kind in (None, "pretraining", *PARTIAL):
         if arch is not None and arch.endswith(("Classification", "QuestionAnswering", "Choice")):
             raise ConversionError(
                 f"{where}: architecture {arch} is not supported (heads: "
@@ -223,9 +229,11 @@ def head_from_hf(d: dict[str, Any], where: str) -> dict[str, Any] | None:
 
 
 def config_to_hf(
-    config: AlbertConfig, num_groups: int, head: dict[str, Any] | None = None
+    config: AlbertConfig, num_groups: int, head: dict[str, Any] | None = None, kind=None
 ) -> dict[str, Any]:
     out = _backbone_config_to_hf(config, num_groups, head)
+    if kind in PARTIAL:
+        out["architectures"] = [PARTIAL[kind]]
     if not head:
         return out
     n = head["num_labels"]
@@ -333,6 +341,8 @@ def load_hf(path: str) -> tuple[AlbertConfig, dict[str, Any], list[str], dict[st
     if unused:
         notes.append(f"HF groups {unused} are never applied by any layer: dropped")
     config = config.replace(attention_groups=groups, ffn_groups=groups)
+    arch = (hf_config.get("architectures") or [None])[0]
+    kind = {v: k for k, v in PARTIAL.items()}.get(arch) if head is None else None
     # transformers' AlbertModel (no heads) saves without the "albert." prefix.
     prefix = "" if any(k.startswith("albert.") for k in weights.shapes) else "albert."
 
@@ -350,7 +360,7 @@ def load_hf(path: str) -> tuple[AlbertConfig, dict[str, Any], list[str], dict[st
             "the head never uses it"
         )
     names, transforms = {}, {}
-    for path_ in model_paths(head):
+    for path_ in model_paths(head, kind):
         name, transposed = table[path_]
         if path_.startswith("encoder/projection/") and not config.has_projection:
             continue
@@ -409,7 +419,17 @@ def hf_tensors(
         flat["encoder/projection/kernel"] = np.eye(H, dtype=np.float32)
         flat["encoder/projection/bias"] = np.zeros(H, np.float32)
         notes.append("E == H without a projection: wrote the identity projection (exact)")
-    paths = model_paths(head)
+    kind = None
+    if head is None:  # the pretraining heads it has decide the transformers model
+        has = {h for h in ("mlm", "sop") if any(k.startswith(h + "/") for k in flat)}
+        kind = {frozenset({"mlm", "sop"}): None, frozenset({"mlm"}): "masked_lm"}.get(
+            frozenset(has), "backbone"
+        )
+        if has == {"sop"}:
+            notes.append("sop/* left out: transformers has no ALBERT model with SOP alone")
+        if kind:
+            notes.append(f"no {' or '.join(sorted({'mlm', 'sop'} - has))} head: {PARTIAL[kind]}")
+    paths = model_paths(head, kind)
     missing = sorted(set(paths) - set(flat))
     if missing:
         raise ConversionError(f"cannot export: parameters missing: {missing}")
@@ -429,7 +449,7 @@ def hf_tensors(
                 a = leaf[our_of_hf[h]]
             a = a.T if transposed else a
             tensors[name.format(g=h)] = np.ascontiguousarray(a)
-    return config_to_hf(config, hf_groups, head), tensors, notes
+    return config_to_hf(config, hf_groups, head, kind), tensors, notes
 
 
 def write_hf(

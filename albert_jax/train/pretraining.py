@@ -1,6 +1,9 @@
-"""The pretraining task: AlbertForPreTraining, MLM + SOP loss, the grain input pipeline.
+"""The pretraining tasks: MLM + SOP / NSP, MLM alone, and ELECTRA, on the one grain pipeline.
 
-Losses are `albert_jax.losses` (as run_pretraining.py) with the whole global batch's
+`config.objective` picks the task (`make_task`): 'mlm+sop' (the reference), 'mlm+nsp' (the
+pairs of `data.mode='nsp'`), 'mlm' (no sentence head) or 'electra' (`albert_jax.electra`: the
+masked batch feeds a generator whose samples a discriminator detects; `config.electra` sizes
+it). Losses are `albert_jax.losses` (as run_pretraining.py) with the whole global batch's
 denominators, so gradient accumulation reproduces the full batch.
 """
 
@@ -12,11 +15,41 @@ import json
 import jax
 import jax.numpy as jnp
 
-from albert_jax import paths, presets
+from albert_jax import electra, paths, presets, sharing
 from albert_jax.data import pairs
 from albert_jax.losses import mlm_denominator, pretraining_loss
 from albert_jax.model import AlbertForPreTraining
 from albert_jax.train.metrics import train_flops_per_sequence
+
+OBJECTIVES = ("mlm+sop", "mlm+nsp", "mlm", "electra")
+
+
+class ObjectiveError(ValueError):
+    pass
+
+
+def objective_of(config) -> str:
+    """The run's objective, checked against the data section (the sentence pairs it builds)."""
+    objective = config.get("objective", "mlm+sop")
+    if objective not in OBJECTIVES:
+        raise ObjectiveError(f"objective {objective!r}: expected one of {list(OBJECTIVES)}")
+    mode = config.data.get("mode", "sop") if "data" in config else "sop"
+    if objective.startswith("mlm+") and objective != f"mlm+{mode}":
+        raise ObjectiveError(
+            f"objective {objective!r} trains on {objective[4:].upper()} pairs but data.mode is "
+            f"{mode!r}: set --config.data.mode={objective[4:]} (or --config.objective=mlm+{mode})"
+        )
+    if config.get("cross_eval", False) and objective == "mlm":
+        raise ObjectiveError("cross_eval scores the sentence head: objective 'mlm' has none")
+    return objective
+
+
+def make_task(config, data_config, pretrained=None):
+    """The task of `config.objective`."""
+    objective = objective_of(config)
+    if objective == "electra":
+        return ElectraTask(config, data_config, pretrained=pretrained)
+    return PretrainingTask(config, data_config, pretrained=pretrained)
 
 
 def model_config_from(config):
@@ -26,20 +59,22 @@ def model_config_from(config):
 
 
 class PretrainingTask:
-    """`albert_jax.train.trainer.Task` for MLM + SOP/NSP pretraining."""
-
-    progress_keys = ("loss", "mlm_accuracy", "sop_accuracy", "learning_rate")
+    """`albert_jax.train.trainer.Task` for MLM + SOP/NSP (or MLM-only) pretraining."""
 
     def __init__(self, config, data_config, model_config=None, pretrained=None):
         """`pretrained`: a `convert.Source` to start from (continued pretraining); the trainer
         loads its parameters unless the run resumes from its own checkpoint."""
         self.config = config
         self.data = data_config
+        self.objective = objective_of(config)
         self.model_config = model_config or model_config_from(config)
         self.pretrained = pretrained
         if pretrained is not None:
             self.init_source = pretrained.location
-        self.model = AlbertForPreTraining(self.model_config)
+        self.sentence_head = self.objective != "mlm"
+        self.model = AlbertForPreTraining(self.model_config, sentence_head=self.sentence_head)
+        sentence = ("sop_accuracy",) if self.sentence_head else ()
+        self.progress_keys = ("loss", "mlm_accuracy", *sentence, "learning_rate")
         self.global_batch_size = int(data_config.global_batch_size)
         self.seq_length = int(data_config.max_seq_length)
 
@@ -57,7 +92,7 @@ class PretrainingTask:
     def normalizers(self, batch):
         return {
             "mlm": mlm_denominator(batch["masked_lm_weights"]),
-            "sop": jnp.asarray(batch["sentence_order_label"].shape[0], jnp.float32),
+            "sop": jnp.asarray(batch["input_ids"].shape[0], jnp.float32),
         }
 
     def loss(self, params, batch, norms, rng):
@@ -149,6 +184,75 @@ class PretrainingTask:
     def flops_per_example(self) -> float:
         return train_flops_per_sequence(
             self.model_config, int(self.data.max_seq_length), int(self.data.max_predictions)
+        )
+
+
+class ElectraTask(PretrainingTask):
+    """ELECTRA replaced-token detection (`albert_jax.electra`) on the same masked batches: the
+    train state holds generator and discriminator; `write_model` keeps the discriminator."""
+
+    def __init__(self, config, data_config, model_config=None, pretrained=None):
+        super().__init__(config, data_config, model_config, pretrained)
+        e = config.get("electra", None) or {}
+        self.weight = float(e.get("disc_weight", electra.DEFAULT_WEIGHT))
+        self.sentence_head = bool(e.get("sentence_head", False))
+        try:
+            self.generator_config = electra.generator_config(
+                self.model_config,
+                float(e.get("generator_fraction", 0.25)),
+                str(e.get("generator_layout", "all")),
+                int(e.get("generator_layers", 0)),
+            )
+        except ValueError as err:
+            raise ObjectiveError(f"config.electra: {err}") from err
+        self.model = electra.ElectraForPreTraining(
+            self.model_config, self.generator_config, self.sentence_head
+        )
+        sentence = ("sop_accuracy",) if self.sentence_head else ()
+        self.progress_keys = ("loss", "mlm_accuracy", "disc_accuracy", *sentence, "learning_rate")
+        if config.get("cross_eval", False) and not self.sentence_head:
+            raise ObjectiveError(
+                "cross_eval needs the sentence head: --config.electra.sentence_head=True"
+            )
+
+    def stacked_paths(self) -> frozenset[str]:
+        """Both encoders' layer-axis leaves, each under its own layout."""
+        gen = sharing.stacked_paths(self.generator_config)
+        return sharing.stacked_paths(self.model_config) | {f"generator/{p}" for p in gen}
+
+    def normalizers(self, batch):
+        return electra.normalizers(batch)
+
+    def loss(self, params, batch, norms, rng):
+        # Evaluation samples with a fixed key: the same corruption at every evaluation.
+        key = jax.random.PRNGKey(0) if rng is None else jax.random.fold_in(rng, 1)
+        out = self.model.apply(
+            {"params": params},
+            batch["input_ids"],
+            batch["segment_ids"],
+            batch["input_mask"],
+            masked_positions=batch["masked_lm_positions"],
+            masked_lm_ids=batch["masked_lm_ids"],
+            masked_lm_weights=batch["masked_lm_weights"],
+            sample_key=key,
+            deterministic=rng is None,
+            rngs=None if rng is None else {"dropout": jax.random.fold_in(rng, 0)},
+        )
+        return electra.loss(out, batch, norms, self.weight)
+
+    def finish_metrics(self, metrics):
+        return electra.finish_metrics(metrics)
+
+    def eval_step(self, params, batch):
+        return self.finish_metrics(super().eval_step(params, batch))
+
+    def flops_per_example(self) -> float:
+        return electra.train_flops_per_sequence(
+            self.model_config,
+            self.generator_config,
+            int(self.data.max_seq_length),
+            int(self.data.max_predictions),
+            self.sentence_head,
         )
 
 

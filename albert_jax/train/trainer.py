@@ -84,6 +84,8 @@ class Task(Protocol):
     # best_metric: (name, 'max' | 'min'): keep the best model checkpoint by this eval metric
     # save_model(path, params, info): write a model checkpoint (for the best one)
     # final_splits: splits evaluated with the best parameters at the end (predictions written)
+    # stacked_paths() -> frozenset: leaves with a layer axis, when not model_config's alone
+    # finish_metrics(metrics) -> metrics: ratios formed after the micro-batch sums
 
 
 @flax.struct.dataclass
@@ -143,6 +145,8 @@ def make_train_step(task, tx, schedule, mesh, accum_steps: int):
             zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), zeros)
             zeros = (zeros[0][0], zeros[0][1], zeros[1])
             (loss, metrics, grads), _ = jax.lax.scan(body, zeros, (jnp.arange(accum_steps), micro))
+        if hasattr(task, "finish_metrics"):  # ratios of the accumulated sums
+            metrics = task.finish_metrics(metrics)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         metrics = dict(
@@ -162,11 +166,23 @@ def _rules(config):
     return tuple(tuple(r) for r in rules) if rules else partitioning.DEFAULT_RULES
 
 
+def stacked_paths(task) -> frozenset[str]:
+    """The leaves with a leading layer/group axis: the task's own (`task.stacked_paths()`, e.g.
+    two encoders), else those of `task.model_config`'s layout."""
+    own = getattr(task, "stacked_paths", None)
+    if own is not None:
+        return own()
+    config = getattr(task, "model_config", None)
+    return sharing.stacked_paths(config) if config is not None else frozenset()
+
+
 def layer_view(task) -> frozenset[str]:
     """The stacked parameters the train state holds per layer (`sharing.split_layers`): those
     of an unrolled encoder. Checkpoints of the model, exports and conversions get them stacked."""
     config = getattr(task, "model_config", None)
-    return sharing.layer_view_paths(config) if config is not None else frozenset()
+    if config is None or config.scan_layers:
+        return frozenset()
+    return stacked_paths(task)
 
 
 def param_shapes(task):
@@ -305,7 +321,9 @@ def train(config, workdir: str, task) -> dict[str, float]:
     batch_size = int(task.global_batch_size)
     check_batch(batch_size, accum, mesh)
     rules = _rules(config)
-    tx, schedule = make_optimizer(config.optim, task.model_config, param_shapes(task))
+    tx, schedule = make_optimizer(
+        config.optim, task.model_config, param_shapes(task), stacked=stacked_paths(task)
+    )
     init, shardings, abstract = create_state(task, tx, mesh, rules, int(config.seed))
     batch_shard = partitioning.batch_sharding(mesh)
 
@@ -394,6 +412,7 @@ def train(config, workdir: str, task) -> dict[str, float]:
                 values["examples_per_s"] = batch_size / dt
                 values["tokens_per_s"] = values["examples_per_s"] * int(task.seq_length)
                 values["model_tflops_per_s"] = flops_per_step / dt / 1e12
+                values["train_flops"] = flops_per_step * step  # for equal-compute comparisons
                 if peak > 0:
                     values["mfu"] = flops_per_step / dt / peak
                 writer.write(step, values)

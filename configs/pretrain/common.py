@@ -69,6 +69,17 @@ def trainer_defaults() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.seed = 0
     c.init = ""  # continued pretraining: start from this checkpoint (see pretrain/__main__.py)
+    # mlm+sop | mlm+nsp (with data.mode='nsp') | mlm | electra (albert_jax/train/pretraining.py)
+    c.objective = "mlm+sop"
+    c.electra = ml_collections.ConfigDict(
+        {
+            "generator_fraction": 0.25,  # of the discriminator's hidden, heads, intermediate
+            "generator_layout": "all",  # its own sharing layout (all | attention | ffn | none)
+            "generator_layers": 0,  # 0: as many as the discriminator
+            "disc_weight": 50.0,  # loss = generator MLM + disc_weight * discriminator BCE
+            "sentence_head": False,  # also SOP (data.mode's pairs) on the discriminator
+        }
+    )
     c.total_steps = 125_000
     c.grad_accum_steps = 1  # micro-batches per step (the global batch is split into them)
     c.mesh_shape = (-1, 1, 1)  # ('data', 'fsdp', 'tensor'); -1 takes the remaining devices
