@@ -140,6 +140,7 @@ class Step:
     command: list[str]
     workdir: str
     done_file: str
+    marker: bool = False  # the sweep writes done_file (else the command makes it)
 
     def done(self) -> bool:
         return os.path.exists(self.done_file)
@@ -206,7 +207,9 @@ def prepare_steps(sweep: Sweep, workdir: str) -> list[Step]:
         flags_.append(_flag("data.data_dir", os.path.abspath(ddir)))
         cmd = [sys.executable, "-m", "pretrain.prepare_data", "--config", sweep.pretrain_config]
         done = os.path.join(ddir, "sweep_prepared.json")
-        out.append(Step("prepare", f"data {os.path.basename(ddir)}", cmd + flags_, ddir, done))
+        out.append(
+            Step("prepare", f"data {os.path.basename(ddir)}", cmd + flags_, ddir, done, True)
+        )
     return out
 
 
@@ -248,9 +251,11 @@ def run_step(step: Step, progress: str) -> float:
     record = {"command": step.command, "wall_s": round(wall, 1), "finished": time.time()}
     with open(os.path.join(step.workdir, "sweep_step.json"), "w") as f:
         json.dump(record, f, indent=1)
-    if step.kind == "prepare":
+    if step.marker:
         with open(step.done_file, "w") as f:
             json.dump(record, f)
+    elif not step.done():
+        raise SweepError(f"{step.label}: finished but did not write {step.done_file}")
     return wall
 
 

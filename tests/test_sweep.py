@@ -62,6 +62,31 @@ def test_points_share_their_pretraining_run_and_commands_carry_every_override(tm
     assert len(set(names)) == 2
 
 
+def test_a_prepare_step_keeps_the_file_its_command_wrote(tmp_path):
+    """A dataset's prepare step is done when its command has written the dataset's file: the
+    sweep must not write its record over that file (it once replaced train.jsonl with it). A
+    corpus step's done file is the sweep's own marker."""
+    from albert_jax.sweep import Step, run_step
+
+    made = tmp_path / "data" / "train.jsonl"
+    write = f"import pathlib; pathlib.Path({str(made)!r}).write_text('{{\"text\": 1}}')"
+    step = Step("prepare", "ds", [sys.executable, "-c", write], str(tmp_path / "d"), str(made))
+    made.parent.mkdir()
+    run_step(step, "[1/1]")
+    assert made.read_text() == '{"text": 1}' and step.done()
+    marker = tmp_path / "m" / "sweep_prepared.json"
+    corpus = Step(
+        "prepare", "c", [sys.executable, "-c", "pass"], str(marker.parent), str(marker), True
+    )
+    run_step(corpus, "[1/1]")
+    assert json.loads(marker.read_text())["command"] == corpus.command
+    lazy = Step(
+        "prepare", "lazy", [sys.executable, "-c", "pass"], str(tmp_path / "l"), str(tmp_path / "no")
+    )
+    with pytest.raises(SweepError, match="did not write"):
+        run_step(lazy, "[1/1]")
+
+
 def test_set_overrides_fix_an_axis_and_the_seeds():
     sweep = apply_sets(grid_sweep(), ["finetune.unshare=all", "seeds=3", "pretrain.seed=5"])
     assert "finetune.unshare" not in sweep.grid and sweep.finetune["unshare"] == "all"

@@ -96,9 +96,11 @@ def _dataset(
 
 def make_task(config, sleep_from=None, inf_at=None, delay_from=None, model=None):
     """The synthetic task on `model` (an AlbertConfig; default `tiny_model_config()`)."""
-    from albert_jax.train.pretraining import PretrainingTask
+    from albert_jax.train.pretraining import ElectraTask, PretrainingTask
 
-    class SyntheticTask(PretrainingTask):
+    base = ElectraTask if config.get("objective", "mlm+sop") == "electra" else PretrainingTask
+
+    class SyntheticTask(base):
         def train_iterator(self, process_index, process_count):
             return _dataset(process_index, process_count, sleep_from, inf_at, delay_from=delay_from)
 
@@ -128,8 +130,9 @@ def make_config(**overrides) -> ml_collections.ConfigDict:
     for k, v in overrides.items():
         if k.startswith("optim."):
             c.optim[k[len("optim.") :]] = v
-        elif k.startswith("distributed."):
-            c.distributed[k[len("distributed.") :]] = v
+        elif k.startswith(("distributed.", "electra.")):
+            section, key = k.split(".", 1)
+            c[section][key] = v
         elif k == "mesh_shape":
             c.mesh_shape = tuple(v)
         else:
