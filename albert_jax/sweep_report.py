@@ -30,6 +30,10 @@ PRETRAIN_KEYS = (
     "nsp_task_accuracy",
     "sop_task_majority",
     "nsp_task_majority",
+    "disc_accuracy",
+    "disc_precision",
+    "disc_recall",
+    "sampled_original",
 )
 # With cross_eval (paper Table 5): the sentence head on each task's pairs, and the majority label.
 CROSS = ("sop_task_accuracy", "sop_task_majority", "nsp_task_accuracy", "nsp_task_majority")
@@ -70,6 +74,10 @@ def pretrain_info(pdir: str) -> dict[str, Any]:
     rows = _jsonl(os.path.join(pdir, "metrics.jsonl"))
     evals = [r for r in rows if r.get("split") == "eval"]
     info = {f"pretrain_{k}": evals[-1][k] for k in PRETRAIN_KEYS if evals and k in evals[-1]}
+    train = [r for r in rows if r.get("split") == "train"]
+    if train and "train_flops" in train[-1]:  # compute spent: equal-FLOPs comparisons
+        info["pretrain_steps"] = train[-1]["step"]
+        info["pretrain_train_flops"] = train[-1]["train_flops"]
     info["pretrain_step_s"] = _median_step(rows)
     info["pretrain_wall_s"] = _json(os.path.join(pdir, "sweep_step.json")).get("wall_s")
     info["params_pretrained"] = _params(os.path.join(pdir, "model"))
@@ -163,6 +171,8 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
         f"{k.split('_')[0].upper()} task {'acc' if k.endswith('accuracy') else 'majority'}"
         for k in cross
     ]
+    extra = [k for k in ("train_flops", "disc_accuracy") if any(f"pretrain_{k}" in r for r in rows)]
+    extra_cols = [{"train_flops": "train PFLOP", "disc_accuracy": "RTD acc"}[k] for k in extra]
     out = []
     if sweep.tasks:
         for task in sweep.tasks:
@@ -170,7 +180,7 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
             if not trows:
                 continue
             metric = trows[0]["metric"]
-            cols = head + ["params", "MLM acc", "SOP acc", *cross_cols]
+            cols = head + ["params", *extra_cols, "MLM acc", "SOP acc", *cross_cols]
             cols += [f"dev {metric}", f"test {metric}"]
             cols += [f"dev {metric} after epoch 1", "seeds", "s/step"]
             out += [f"### {task} ({metric}, %; mean ± std over seeds)", "", _row(cols)]
@@ -180,6 +190,7 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
                 first = pr[0]
                 params = first.get("params_finetuned") or first.get("params_pretrained")
                 line = [_fmt(first[a]) for a in axes] + [_fmt(params)]
+                line += [_extra(first, k) for k in extra]
                 line += [_fmt(first.get("pretrain_mlm_accuracy"))]
                 line += [
                     _fmt(first.get("pretrain_sop_accuracy", first.get("pretrain_nsp_accuracy")))
@@ -205,6 +216,13 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
     if sweep.paper:
         out += ["### the paper's numbers", "", sweep.paper.strip(), ""]
     return "\n".join(out)
+
+
+def _extra(row: dict, key: str) -> str:
+    v = row.get(f"pretrain_{key}")
+    if key == "train_flops":
+        return "-" if v is None else f"{float(v) / 1e15:.3g}"
+    return _fmt(v)
 
 
 def _row(cells: list[str]) -> str:

@@ -56,6 +56,19 @@ def start_from(config):
     return source
 
 
+def steps_for_budget(config, task) -> None:
+    """total_steps (and a schedule that refers to it) from `config.train_flops`: the steps whose
+    training FLOPs (both networks for ELECTRA, `task.flops_per_example`) come closest."""
+    per_step = task.flops_per_example() * task.global_batch_size
+    steps = max(1, round(float(config.train_flops) / per_step))
+    config.total_steps = steps
+    if config.optim.get("total_steps") != steps:  # not a reference to total_steps
+        config.optim.total_steps = steps
+    print(
+        f"train_flops {config.train_flops:.3g}: {steps} steps of {per_step:.3g} FLOPs", flush=True
+    )
+
+
 def main(argv):
     del argv
     if _CONFIG.value is None or _WORKDIR.value is None:
@@ -75,7 +88,10 @@ def main(argv):
         from jax.experimental import multihost_utils
 
         multihost_utils.sync_global_devices("corpus built")
-    train(config, _WORKDIR.value, make_task(config, data, pretrained=source))
+    task = make_task(config, data, pretrained=source)
+    if config.get("train_flops", 0.0) > 0:
+        steps_for_budget(config, task)
+    train(config, _WORKDIR.value, task)
     if jax.process_index() == 0:
         write_model(_WORKDIR.value, int(config.total_steps))
     if jax.process_count() > 1:  # the others wait, so no process exits while it writes

@@ -81,6 +81,7 @@ def trainer_defaults() -> ml_collections.ConfigDict:
         }
     )
     c.total_steps = 125_000
+    c.train_flops = 0.0  # > 0: total_steps from this training-FLOPs budget (equal-compute runs)
     c.grad_accum_steps = 1  # micro-batches per step (the global batch is split into them)
     c.mesh_shape = (-1, 1, 1)  # ('data', 'fsdp', 'tensor'); -1 takes the remaining devices
     c.logical_rules = ()  # () = albert_jax.partitioning.DEFAULT_RULES
