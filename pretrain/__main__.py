@@ -25,7 +25,7 @@ from albert_jax import cli
 from albert_jax.data import corpus
 from albert_jax.data.pipeline import resolve_paths
 from albert_jax.train.metrics import log_to_file
-from albert_jax.train.pretraining import make_task, objective_of, write_model
+from albert_jax.train.pretraining import make_task, set_objective_data, write_model
 from albert_jax.train.trainer import maybe_initialize_distributed, train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
@@ -74,7 +74,7 @@ def main(argv):
     if _CONFIG.value is None or _WORKDIR.value is None:
         raise app.UsageError("--config and --workdir are required")
     config = _CONFIG.value
-    objective_of(config)  # a contradictory objective fails before any work
+    set_objective_data(config)  # (a contradictory objective fails before any work)
     if jax.process_index() == 0:  # library chatter (TFDS, orbax) to the log file, not the console
         log_to_file(_WORKDIR.value)
     maybe_initialize_distributed(config)

@@ -15,7 +15,7 @@ from trainer_worker import make_config, make_global_batch, make_task, tiny_model
 from albert_jax import electra, sharing
 from albert_jax.optim import make_optimizer
 from albert_jax.train import trainer
-from albert_jax.train.pretraining import ObjectiveError, objective_of
+from albert_jax.train.pretraining import ObjectiveError, objective_of, set_objective_data
 
 BATCH = {k: jnp.asarray(v) for k, v in make_global_batch(3).items()}
 
@@ -192,11 +192,11 @@ def test_objectives_are_checked():
             {"objective": objective, "data": {"mode": mode}, "cross_eval": False, **kw}
         )
 
-    assert objective_of(cfg("mlm+nsp", "nsp")) == "mlm+nsp"
-    with pytest.raises(ObjectiveError, match="data.mode=nsp"):
-        objective_of(cfg("mlm+nsp"))
+    config = cfg("mlm+nsp")
+    set_objective_data(config)  # the objective sets the pairs
+    assert objective_of(config) == "mlm+nsp" and config.data.mode == "nsp"
     with pytest.raises(ObjectiveError, match="objective=mlm\\+nsp"):
-        objective_of(cfg("mlm+sop", "nsp"))
+        objective_of(cfg("mlm+sop", "nsp"))  # not silently SOP
     with pytest.raises(ObjectiveError, match="expected one of"):
         objective_of(cfg("electric"))
     with pytest.raises(ObjectiveError, match="no"):

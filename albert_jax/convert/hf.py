@@ -96,7 +96,7 @@ _HEAD_NAMES = {
         "classifier/bias": ("qa_outputs.bias", False),
     },
 }
-_NO_POOLER = ("token_classification", "question_answering")  # transformers builds them without
+_NO_POOLER = ("token_classification", "question_answering", "masked_lm")  # transformers has none
 HEAD_KEY = "albert_jax_head"  # our head dict, carried in config.json for an exact round trip
 _POOLER = ("pooler/kernel", "pooler/bias")
 # Tied copies and buffers that transformers may store; they carry no information of their own.
@@ -164,6 +164,10 @@ def config_from_hf(d: dict[str, Any], where: str) -> tuple[AlbertConfig, int]:
     if not (isinstance(groups, int) and groups >= 1):
         raise ConversionError(f"{where}: num_hidden_groups must be a positive int, got {groups!r}")
     return config, groups
+
+
+def _class(kind: str) -> str:
+    return {**ARCHITECTURES, **PARTIAL}[kind]
 
 
 def head_type(head: dict[str, Any] | None) -> str:
@@ -351,12 +355,13 @@ def load_hf(path: str) -> tuple[AlbertConfig, dict[str, Any], list[str], dict[st
 
     # transformers' token classifier and QA model have no pooler; ours needs one (unused).
     table = hf_names(head)
-    zero_pooler = head_type(head) in _NO_POOLER and not any(
+    model = kind or head_type(head)
+    zero_pooler = model in _NO_POOLER and not any(
         source(table[p][0]) in weights.shapes for p in _POOLER
     )
     if zero_pooler:
         notes.append(
-            f"no pooler (transformers' {ARCHITECTURES[head_type(head)]} has none): set to zeros; "
+            f"no pooler (transformers' {_class(model)} has none): set to zeros; "
             "the head never uses it"
         )
     names, transforms = {}, {}
@@ -433,9 +438,9 @@ def hf_tensors(
     missing = sorted(set(paths) - set(flat))
     if missing:
         raise ConversionError(f"cannot export: parameters missing: {missing}")
-    if head_type(head) in _NO_POOLER:
+    if (kind or head_type(head)) in _NO_POOLER:
         notes.append(
-            f"albert.pooler.* written although transformers' {ARCHITECTURES[head_type(head)]} "
+            f"albert.pooler.* written although transformers' {_class(kind or head_type(head))} "
             "has no pooler (it reports them as unused): kept so that converting back is exact"
         )
     table = hf_names(head)

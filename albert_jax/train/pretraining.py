@@ -29,19 +29,27 @@ class ObjectiveError(ValueError):
 
 
 def objective_of(config) -> str:
-    """The run's objective, checked against the data section (the sentence pairs it builds)."""
+    """The run's objective, checked against the data section (the sentence pairs it builds):
+    'mlm+nsp' takes data.mode 'nsp' (`set_objective_data`), and data.mode='nsp' under 'mlm+sop'
+    is a contradiction, not silently SOP."""
     objective = config.get("objective", "mlm+sop")
     if objective not in OBJECTIVES:
         raise ObjectiveError(f"objective {objective!r}: expected one of {list(OBJECTIVES)}")
     mode = config.data.get("mode", "sop") if "data" in config else "sop"
-    if objective.startswith("mlm+") and objective != f"mlm+{mode}":
+    if objective == "mlm+sop" and mode != "sop":
         raise ObjectiveError(
-            f"objective {objective!r} trains on {objective[4:].upper()} pairs but data.mode is "
-            f"{mode!r}: set --config.data.mode={objective[4:]} (or --config.objective=mlm+{mode})"
+            f"objective 'mlm+sop' but data.mode is {mode!r}: for next-sentence prediction use "
+            f"--config.objective=mlm+{mode}"
         )
     if config.get("cross_eval", False) and objective == "mlm":
         raise ObjectiveError("cross_eval scores the sentence head: objective 'mlm' has none")
     return objective
+
+
+def set_objective_data(config) -> None:
+    """data.mode = 'nsp' for the 'mlm+nsp' objective (in place: the run's config.json says it)."""
+    if objective_of(config) == "mlm+nsp" and config.data.get("mode", "sop") != "nsp":
+        config.data.mode = "nsp"
 
 
 def make_task(config, data_config, pretrained=None):
@@ -65,8 +73,12 @@ class PretrainingTask:
         """`pretrained`: a `convert.Source` to start from (continued pretraining); the trainer
         loads its parameters unless the run resumes from its own checkpoint."""
         self.config = config
-        self.data = data_config
         self.objective = objective_of(config)
+        if self.objective == "mlm+nsp" and data_config.get("mode", "sop") != "nsp":
+            data_config = data_config.copy_and_resolve_references()
+            with data_config.unlocked():
+                data_config.mode = "nsp"
+        self.data = data_config
         self.model_config = model_config or model_config_from(config)
         self.pretrained = pretrained
         if pretrained is not None:

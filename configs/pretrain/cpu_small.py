@@ -12,7 +12,8 @@ Data paths are relative to the workdir (``--workdir``, else the current director
   python -m pretrain.inspect_data --config configs/pretrain/cpu_small.py --jsonl ex.jsonl --n 100
   python benchmarks/data_pipeline.py --config configs/pretrain/cpu_small.py
 
-Override any field on the command line, e.g. ``--config.data.mode=nsp``.
+Override any field on the command line, e.g. ``--config.objective=mlm+nsp`` (or ``mlm``,
+``electra``: see ``electra_small.py``).
 """
 
 import ml_collections

@@ -12,9 +12,10 @@ e.g. 1e20 FLOPs, the GLUE / SQuAD tasks.
 
 from albert_jax.sweep import Sweep
 
-PAPER = """ELECTRA (Clark et al. 2020, Table 1 / Fig. 3): at equal pretraining compute replaced-token
-detection beats MLM on GLUE (ELECTRA-Small 79.9 vs BERT-Small 75.1 GLUE dev), most clearly for
-small models. ALBERT (Table 5): MLM + SOP 80.1, MLM + NSP 79.2, MLM alone 79.0 (downstream avg)."""
+PAPER = """ELECTRA (Clark et al. 2020, Table 1 / Fig. 3): at equal pretraining compute
+replaced-token detection beats MLM on GLUE (ELECTRA-Small 79.9 vs BERT-Small 75.1 GLUE dev),
+most clearly for small models. ALBERT (Table 5, downstream average): MLM + SOP 80.1,
+MLM + NSP 79.2, MLM alone 79.0."""
 
 
 def get_sweep() -> Sweep:

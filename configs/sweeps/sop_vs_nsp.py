@@ -8,7 +8,7 @@ objective, sentiment fine-tuned for 300 steps, one seed. Each run reports its ow
 held-out accuracy, and with `cross_eval` the sentence head is also scored on held-out pairs of
 the other task (the paper's cross accuracies: an NSP model on SOP and the reverse; `SOP task` and
 `NSP task` columns). Paper scale: ALBERT-base, `configs/pretrain/paper.py`, with NSP as
-`data.mode=nsp` (random-document negatives, no swapping).
+`objective=mlm+nsp` (`data.mode=nsp`: random-document negatives, no swapping).
 """
 
 from albert_jax.sweep import Sweep
@@ -27,7 +27,7 @@ def get_sweep() -> Sweep:
     return Sweep(
         pretrain_config="configs/pretrain/cpu_small.py",
         tasks={"sentiment": "configs/finetune/sentiment.py"},
-        grid={"pretrain.data.mode": ["sop", "nsp"]},
+        grid={"pretrain.objective": ["mlm+sop", "mlm+nsp"]},
         pretrain={
             "total_steps": 600,
             "eval_every": 150,
