@@ -54,6 +54,8 @@ class Mutant:
 
 
 MODEL = "albert_jax/model.py"
+ELECTRA = "albert_jax/electra.py"
+ELECTRA_TESTS = "tests/test_electra.py"
 LOSSES = "albert_jax/losses.py"
 OPTIM = "albert_jax/optim.py"
 MASKING = "albert_jax/data/masking.py"
@@ -546,6 +548,49 @@ MUTANTS = [
             "equally distributed draw); the strided split keeps each device's rows in every "
             "micro-batch, which is load balance, not behaviour"
         ),
+    ),
+    Mutant(
+        "electra-labels-every-masked-position",
+        ELECTRA,
+        "changed = (sampled != original).astype(jnp.int32)",
+        "changed = jnp.ones_like(sampled, jnp.int32)",
+        "every masked position is labelled replaced, also where the sample equals the original",
+        (f"{ELECTRA_TESTS}::test_model_labels_are_sampled_differs_from_original",),
+    ),
+    Mutant(
+        "electra-padding-slots-written",
+        ELECTRA,
+        "where = jnp.where(weights > 0, positions, T)",
+        "where = positions",
+        "padding slots of masked_positions (weight 0, position 0) write a sample into [CLS]",
+        (f"{ELECTRA_TESTS}::test_corrupt_writes_samples_at_real_masked_positions_only",),
+    ),
+    Mutant(
+        "electra-soft-sample-leaks-gradient",
+        ELECTRA,
+        "disc_logits = self.discriminator(out.sequence_output)",
+        "disc_logits = self.discriminator(out.sequence_output) + 1e-3 * jnp.mean(mlm_logits)",
+        "the discriminator's output depends differentiably on the generator's logits (a soft "
+        "sample), so its loss trains the generator",
+        (f"{ELECTRA_TESTS}::test_discriminator_loss_sends_no_gradient_into_the_generator",),
+    ),
+    Mutant(
+        "electra-generator-layers-not-stacked",
+        PRETRAINING,
+        'return sharing.stacked_paths(self.model_config) | {f"generator/{p}" for p in gen}',
+        "return sharing.stacked_paths(self.model_config)",
+        "the optimizer takes only the discriminator's layer axes: an unshared generator gets one "
+        "trust ratio over all its layers",
+        (f"{ELECTRA_TESTS}::test_optimizer_takes_each_encoders_layer_axis_from_its_own_layout",),
+    ),
+    Mutant(
+        "electra-flops-generator-forgotten",
+        ELECTRA,
+        "forward = T * encoder_flops_per_token(gen, T) + mlm_head_flops(gen, predictions)",
+        "forward = mlm_head_flops(gen, predictions)",
+        "the generator's encoder is left out of the FLOPs (equal-compute comparisons favour "
+        "ELECTRA)",
+        (f"{ELECTRA_TESTS}::test_flops_count_both_networks_as_xla_does",),
     ),
     Mutant(
         "checkpoints-restore-oldest",
