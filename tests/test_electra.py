@@ -13,7 +13,7 @@ from flax import traverse_util
 from trainer_worker import make_config, make_global_batch, make_task, tiny_model_config
 
 from albert_jax import electra, sharing
-from albert_jax.optim import make_optimizer
+from albert_jax.optim import config_labels, make_optimizer
 from albert_jax.train import trainer
 from albert_jax.train.pretraining import ObjectiveError, objective_of, set_objective_data
 
@@ -128,9 +128,14 @@ def test_optimizer_takes_each_encoders_layer_axis_from_its_own_layout(disc_layou
     assert (unshared in stacked) == (disc_layout == "none")
     assert (f"generator/{unshared}" in stacked) == (gen_layout == "none")
     params = init_params_of(task)
+    config = make_config()
+    labels = config_labels(params, config.optim, task.model_config, stacked)
+    for enc in ("", "generator/"):  # decay and trust-ratio masks by path, in either encoder
+        norm, kernel = labels[f"{enc}encoder/ffn/LayerNorm/scale"], labels[f"{enc}{unshared}"]
+        assert not norm.decay and not norm.adapt and kernel.decay and kernel.adapt
+        assert kernel.stacked == ((gen_layout if enc else disc_layout) == "none")
     rng = np.random.default_rng(0)
     grads = jax.tree_util.tree_map(lambda x: jnp.asarray(rng.normal(size=x.shape), x.dtype), params)
-    config = make_config()
     config.optim.clip_norm = 0.0
     config.optim.warmup_steps = 0
     tx, _ = make_optimizer(config.optim, task.model_config, stacked=stacked)
@@ -203,6 +208,8 @@ def test_objectives_are_checked():
         objective_of(cfg("mlm", cross_eval=True))
     with pytest.raises(ObjectiveError, match="generator_fraction"):
         make_task(make_config(objective="electra", **{"electra.generator_fraction": 1.5}))
+    with pytest.raises(ObjectiveError, match="layerwise_decay"):
+        make_task(make_config(objective="electra", **{"optim.layerwise_decay": 0.8}))
 
 
 def test_mlm_objective_has_no_sentence_head():

@@ -206,6 +206,11 @@ class ElectraTask(PretrainingTask):
     def __init__(self, config, data_config, model_config=None, pretrained=None):
         super().__init__(config, data_config, model_config, pretrained)
         e = config.get("electra", None) or {}
+        if float(config.optim.get("layerwise_decay", 1.0)) != 1.0:
+            raise ObjectiveError(
+                "optim.layerwise_decay is a fine-tuning setting (one encoder's depth); ELECTRA "
+                "pretraining has two encoders: leave it at 1 (fine-tune the discriminator with it)"
+            )
         self.weight = float(e.get("disc_weight", electra.DEFAULT_WEIGHT))
         self.sentence_head = bool(e.get("sentence_head", False))
         try:
