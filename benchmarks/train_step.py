@@ -1,0 +1,292 @@
+"""Pretraining train-step throughput, model FLOP/s and MFU against a matmul peak measured in the
+same run; optionally a peer (transformers) in the same invocation.
+
+    python benchmarks/train_step.py --size base --layouts all,none --dtypes float32,bfloat16
+    python benchmarks/train_step.py --size tiny --objectives mlm+sop,electra --steps 3
+    python benchmarks/train_step.py --size base --peer hf_flax --peer-python /tmp/peer/bin/python
+    python benchmarks/train_step.py --size base --inference      # encoder forward only
+
+One step is the trainer's own (`albert_jax.train.trainer.create_state` / `make_train_step`,
+jitted with the state donated, on a 1-device mesh) of the real pretraining task
+(`albert_jax.train.pretraining.make_task`: MLM at `--preds` masked positions + SOP, or ELECTRA's
+generator + discriminator) with ALBERT's LAMB, on a fixed random batch. Per configuration (size x
+objective x layout x dtype x scan/unrolled x remat) it reports the compile time, the first and the
+median step, tokens/s, model TFLOP/s (`task.flops_per_example`, matmuls only, every layer
+application counted), MFU = model FLOP/s over the matmul peak of that dtype, XLA's FLOPs, bytes
+accessed and temporary memory of the compiled step, and the loss. The peak is a plain `jnp.dot` of
+the FFN's shape ([batch*seq, H] x [H, I], bf16 inputs accumulating in f32 for bfloat16), timed
+in the same process just before. `--peer hf_flax|hf_torch` runs `../shared/peer/peer_bench.py`
+(pretraining step of transformers' Flax ALBERT + optax LAMB, or PyTorch + AdamW) with
+`--peer-python` after each all-shared f32 row, alternating for `--rounds`, and reports ours over
+the peer per round. `--inference`: the encoder's forward pass (AlbertModel) instead, shared
+against not shared at equal size (sharing saves parameters, not compute). One JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from finetune_step import time_steps, xla_cost  # benchmarks/ is on sys.path
+from jax.sharding import NamedSharding, PartitionSpec
+from report import emit
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)  # configs/
+
+from albert_jax import partitioning, presets  # noqa: E402
+from albert_jax.model import AlbertModel  # noqa: E402
+from albert_jax.optim import make_optimizer  # noqa: E402
+from albert_jax.train import trainer  # noqa: E402
+
+SIZES = ("tiny", "small", "base", "large", "xlarge", "xxlarge")
+PEER_SCRIPT = os.path.join(REPO, "..", "shared", "peer", "peer_bench.py")
+
+
+def matmul_peak(rows: int, hidden: int, inner: int, dtype: str, reps: int = 5) -> float:
+    """FLOP/s of x [rows, H] @ w [H, I] in `dtype` (f32 accumulation), best of `reps`."""
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal((rows, hidden)), dtype)
+    w = jnp.asarray(rng.standard_normal((hidden, inner)), dtype)
+    dot = jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32))
+    dot(x, w).block_until_ready()
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        dot(x, w).block_until_ready()
+        best = min(best, time.perf_counter() - t)
+    return 2.0 * rows * hidden * inner / best
+
+
+def run_config(args, objective: str) -> ml_collections.ConfigDict:
+    from configs.pretrain.common import trainer_defaults
+
+    c = trainer_defaults()
+    c.objective = objective
+    c.data = ml_collections.ConfigDict(
+        dict(global_batch_size=args.batch, max_seq_length=args.seq, max_predictions=args.preds)
+    )
+    c.optim.total_steps = 1000
+    c.optim.warmup_steps = 0
+    return c
+
+
+def model_config(args, layout: str, dtype: str, scan: bool):
+    return presets.get(
+        f"albert-{args.size}",
+        layout=layout,
+        vocab_size=args.vocab,
+        max_position_embeddings=max(512, args.seq),
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        dtype=dtype,
+        scan_layers=scan,
+        remat=args.remat,
+    )
+
+
+def make_batch(vocab: int, batch: int, seq: int, preds: int) -> dict[str, np.ndarray]:
+    """Random ids, two segments, `preds` distinct masked positions per row (as peer_bench.py)."""
+    rng = np.random.default_rng(0)
+    pos = np.stack([np.sort(rng.choice(np.arange(1, seq - 1), preds, replace=False))
+                    for _ in range(batch)]).astype(np.int32)  # fmt: skip
+    ids = rng.integers(5, vocab, (batch, seq)).astype(np.int32)
+    segs = np.zeros((batch, seq), np.int32)
+    segs[:, seq // 2 :] = 1
+    return {
+        "input_ids": ids,
+        "segment_ids": segs,
+        "input_mask": np.ones((batch, seq), np.int32),
+        "masked_lm_positions": pos,
+        "masked_lm_ids": np.take_along_axis(ids, pos, axis=1),
+        "masked_lm_weights": np.ones((batch, preds), np.float32),
+        "sentence_order_label": rng.integers(0, 2, batch).astype(np.int32),
+    }
+
+
+def measure_train(args, objective, layout, dtype, scan, peaks) -> dict:
+    config = run_config(args, objective)
+    task = make_task_for(config, model_config(args, layout, dtype, scan))
+    mesh = partitioning.make_mesh((1, 1, 1))
+    rules = partitioning.DEFAULT_RULES
+    tx, schedule = make_optimizer(
+        config.optim, task.model_config, stacked=trainer.stacked_paths(task)
+    )
+    init, shardings, _ = trainer.create_state(task, tx, mesh, rules, seed=0)
+    batch_shard = partitioning.batch_sharding(mesh)
+    batch = make_batch(args.vocab, args.batch, args.seq, args.preds)
+    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+        state = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(0))
+        batch = {k: jax.device_put(v, batch_shard) for k, v in batch.items()}
+        step = jax.jit(
+            trainer.make_train_step(task, tx, schedule, mesh, accum_steps=1),
+            in_shardings=(shardings, batch_shard),
+            out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())),
+            donate_argnums=(0,),
+        )
+        t0 = time.perf_counter()
+        compiled = step.lower(state, batch).compile()
+        compile_s = time.perf_counter() - t0
+        state, first, times, cpu, metrics = time_steps(
+            compiled, state, batch, args.warmup, args.steps
+        )
+    flops = task.flops_per_example() * args.batch
+    return _row(task.model_config, compiled, compile_s, first, times, cpu, flops, peaks, args) | {
+        "objective": objective,
+        "loss": round(float(metrics["loss"]), 4),
+    }
+
+
+def make_task_for(config, model_config):
+    from albert_jax.train.pretraining import ElectraTask, PretrainingTask
+
+    cls = ElectraTask if config.objective == "electra" else PretrainingTask
+    return cls(config, config.data, model_config=model_config)
+
+
+def measure_inference(args, layout, dtype, scan, peaks) -> dict:
+    config = model_config(args, layout, dtype, scan)
+    model = AlbertModel(config)
+    ids = jnp.asarray(make_batch(args.vocab, args.batch, args.seq, args.preds)["input_ids"])
+    params = jax.jit(lambda k: nn.meta.unbox(model.init(k, ids[:1, :8])["params"]))(
+        jax.random.PRNGKey(0)
+    )
+    fwd = jax.jit(lambda p, x: model.apply({"params": p}, x).sequence_output)
+    t0 = time.perf_counter()
+    compiled = fwd.lower(params, ids).compile()
+    compile_s = time.perf_counter() - t0
+
+    def step(p, x):
+        return p, compiled(p, x)
+
+    _, first, times, cpu, _ = time_steps(step, params, ids, args.warmup, args.steps)
+    from albert_jax.train.metrics import encoder_flops_per_token
+
+    flops = args.batch * args.seq * encoder_flops_per_token(config, args.seq)
+    return _row(config, compiled, compile_s, first, times, cpu, flops, peaks, args)
+
+
+def _row(config, compiled, compile_s, first, times, cpu, flops, peaks, args) -> dict:
+    step_s = statistics.median(times)
+    memory = compiled.memory_analysis()
+    row = {
+        "layout": config.layout,
+        "dtype": config.dtype,
+        "scan_layers": config.scan_layers,
+        "remat": config.remat,
+        "compile_s": round(compile_s, 2),
+        **xla_cost(compiled),
+        "xla_temp_gb": round(memory.temp_size_in_bytes / 1e9, 3) if memory else None,
+        "first_step_s": round(first, 3),
+        "step_s": round(step_s, 4),
+        "step_s_min": round(min(times), 4),
+        "step_cpu_s": round(statistics.median(cpu), 4),
+        "tokens_per_s": round(args.batch * args.seq / step_s, 1),
+        "model_tflops_per_s": round(flops / step_s / 1e12, 4),
+        "mfu": round(flops / step_s / peaks[config.dtype], 3),
+    }
+    if jax.default_backend() != "cpu":
+        stats = jax.devices()[0].memory_stats() or {}
+        row["peak_memory_gb"] = round(stats.get("peak_bytes_in_use", 0) / 1e9, 3)
+    return row
+
+
+def run_peer(args) -> dict:
+    cmd = [args.peer_python, args.peer_script, "--impl", args.peer, "--size", args.size]
+    cmd += ["--batch", str(args.batch), "--seq", str(args.seq), "--steps", str(args.steps)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"peer benchmark failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _list(value: str) -> list[str]:
+    return [x.strip() for x in value.split(",") if x.strip()]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--size", default="base", choices=SIZES, help="preset albert-SIZE")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--preds", type=int, default=20, help="masked positions per sequence")
+    p.add_argument("--vocab", type=int, default=30000, help="as peer_bench.py's models")
+    p.add_argument("--steps", type=int, default=5, help="timed steps (median reported)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps after the first")
+    p.add_argument("--objectives", default="mlm+sop", help="mlm+sop, mlm, electra (comma list)")
+    p.add_argument("--layouts", default="all,none", help="all, attention, ffn, none, groups:G")
+    p.add_argument("--dtypes", default="float32", help="float32, bfloat16 (compute dtype)")
+    p.add_argument("--scan", default="true", help="true, false or both")
+    p.add_argument("--remat", default="none", help="none | full | save_dots")
+    p.add_argument("--inference", action="store_true", help="encoder forward pass only")
+    p.add_argument("--peer", default=None, choices=("hf_flax", "hf_torch"))
+    p.add_argument("--peer-python", default=sys.executable, help="interpreter with the peer")
+    p.add_argument("--peer-script", default=PEER_SCRIPT)
+    p.add_argument("--rounds", type=int, default=1, help="alternating ours/peer rounds")
+    p.add_argument("--out", default=None, help="also write the JSON here")
+    args = p.parse_args()
+
+    scans = {"true": [True], "false": [False], "both": [True, False]}[args.scan]
+    size = presets.get(f"albert-{args.size}")
+    rows_tokens = args.batch * args.seq
+    peaks = {
+        d: matmul_peak(rows_tokens, size.hidden_size, size.intermediate_size, d)
+        for d in _list(args.dtypes)
+    }
+    rows, peers, ratios = [], [], []
+    for r in range(args.rounds):
+        for objective in [None] if args.inference else _list(args.objectives):
+            for layout in _list(args.layouts):
+                for dtype in _list(args.dtypes):
+                    for scan in scans:
+                        if args.inference:
+                            row = measure_inference(args, layout, dtype, scan, peaks)
+                        else:
+                            row = measure_train(args, objective, layout, dtype, scan, peaks)
+                        rows.append(dict(row, round=r))
+                        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        if args.peer:
+            peers.append(dict(run_peer(args), round=r))
+            print(json.dumps(peers[-1]), file=sys.stderr, flush=True)
+            ref = [x for x in rows if x["round"] == r and x["layout"] == "all"]
+            ref = [x for x in ref if x["dtype"] == "float32" and x.get("objective") == "mlm+sop"]
+            if ref:
+                ratios.append(round(peers[-1]["step_s"] / ref[0]["step_s"], 3))
+    result = {
+        "benchmark": "inference" if args.inference else "train_step",
+        "size": args.size,
+        "batch": args.batch,
+        "seq": args.seq,
+        "preds": args.preds,
+        "vocab": args.vocab,
+        "steps": args.steps,
+        "optimizer": "lamb (ALBERT's), clip 1.0",
+        "matmul_peak_tflops": {d: round(v / 1e12, 4) for d, v in peaks.items()},
+        "backend": jax.default_backend(),
+        "device": str(jax.devices()[0].device_kind),
+        "jax": jax.__version__,
+        "flax": flax.__version__,
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "ours": rows,
+    }
+    if peers:
+        result["peer"] = peers
+        result["peer_step_over_ours"] = {"rounds": ratios, "median": statistics.median(ratios)}
+    emit(result, args.out)
+
+
+if __name__ == "__main__":
+    main()
