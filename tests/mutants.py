@@ -566,6 +566,14 @@ MUTANTS = [
         (f"{ELECTRA_TESTS}::test_corrupt_writes_samples_at_real_masked_positions_only",),
     ),
     Mutant(
+        "electra-discriminator-reads-the-original",
+        ELECTRA,
+        "out = self.backbone(ids, token_type_ids, attention_mask, deterministic, False)",
+        "out = self.backbone(input_ids, token_type_ids, attention_mask, deterministic, False)",
+        "the discriminator reads the masked input, not the sequence with the samples written in",
+        (f"{ELECTRA_TESTS}::test_model_labels_are_sampled_differs_from_original",),
+    ),
+    Mutant(
         "electra-soft-sample-leaks-gradient",
         ELECTRA,
         "disc_logits = self.discriminator(out.sequence_output)",

@@ -76,6 +76,21 @@ def test_model_labels_are_sampled_differs_from_original():
         kept = (sampled == mlm_ids) & (np.asarray(b["masked_lm_weights"]) > 0)
         assert want.sum() > 0 and kept.sum() > 0  # both kinds of masked position
     assert not np.array_equal(outs[0].sampled, outs[1].sampled)
+    # The discriminator reads the corrupted sequence: the backbone and head on it, run apart.
+    from albert_jax.model import AlbertModel
+
+    out = outs[0]
+    ids, _ = electra.corrupt(b["input_ids"], b["masked_lm_positions"], b["masked_lm_weights"],
+                             out.sampled, b["masked_lm_ids"])  # fmt: skip
+    backbone = {k: params[k] for k in ("embeddings", "encoder", "pooler")}
+    seq = (
+        AlbertModel(task.model_config)
+        .apply({"params": backbone}, ids, b["segment_ids"], b["input_mask"])
+        .sequence_output
+    )
+    head = electra.DiscriminatorHead(task.model_config)
+    want = head.apply({"params": params["discriminator"]}, seq)
+    np.testing.assert_allclose(out.disc_logits, want, rtol=1e-5, atol=1e-5)
 
 
 def init_params_of(task):
