@@ -408,7 +408,7 @@ def test_cross_eval_scores_the_sentence_head_on_both_tasks(texts, tmp_path):
     d.input_files, d.input_format = str(texts / "texts"), "text"
     d.tokenizer_model, d.vocab_size = SP_FIXTURE, 120
     d.data_dir, d.worker_count, d.global_batch_size = str(tmp_path / "data"), 0, 8
-    d.debug, d.mode = True, "nsp"
+    d.debug, d.mode, config.objective = True, "nsp", "mlm+nsp"
     config.eval_batches, config.eval_split, config.cross_eval = 6, "train[:30]", True
     data = resolve_paths(d)
     corpus.build(data)

@@ -8,11 +8,15 @@ batches feed it, and the token and position tables are shared. WORKDIR/model hol
 discriminator backbone, ready for `python -m finetune --config.init=WORKDIR/model` and for
 `python -m albert_jax.convert WORKDIR/model OUT --to hf` (transformers' AlbertModel).
 
-Change the networks with e.g. `--config.model.layout=none` (discriminator),
-`--config.electra.generator_layout=none`, `--config.electra.generator_fraction=0.5`,
-`--config.electra.sentence_head=True` (SOP on the discriminator too). Paper scale (ELECTRA-base:
-generator 1/3 of the width, lambda 50, mask 15 %): `configs/pretrain/paper.py` with
-`--config.objective=electra --config.electra.generator_fraction=0.33`.
+Change the networks with e.g.
+
+  --config.model.layout=none                   (the discriminator's sharing)
+  --config.electra.generator_layout=none       (the generator's)
+  --config.electra.generator_fraction=0.5
+  --config.electra.sentence_head=True          (SOP on the discriminator too)
+
+Paper scale (ELECTRA-base: generator a third of the width, lambda 50, mask 15 %):
+`configs/pretrain/paper.py` with `--config.objective=electra` and a generator_fraction of 0.33.
 """
 
 import ml_collections
