@@ -185,6 +185,7 @@ def test_flops_count_both_networks_as_xla_does():
     assert 1.0 <= xla / ours <= 1.03, xla / ours
 
 
+@pytest.mark.slow  # three short training runs
 def test_electra_resume_is_bit_exact(tmp_path):
     """Stop at step 4, resume to 6: the state (both encoders, different layouts) and the step
     metrics equal those of a straight run."""
