@@ -145,8 +145,9 @@ def _ms(values: list) -> str:
         return "-"
     scale = 100.0 if all(0.0 <= x <= 1.0 for x in v) else 1.0  # accuracies / F1 in percent
     mean = statistics.fmean(v) * scale
-    std = statistics.stdev(v) * scale if len(v) > 1 else 0.0
-    return f"{mean:.2f} ± {std:.2f}"
+    if len(v) == 1:  # one seed: no spread to show (not "± 0.00")
+        return f"{mean:.2f}"
+    return f"{mean:.2f} ± {statistics.stdev(v) * scale:.2f}"
 
 
 def _seconds(v: Any) -> str:

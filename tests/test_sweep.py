@@ -360,3 +360,8 @@ def test_tiny_sweep_runs_resumes_without_redoing_and_submits(tmp_path):
     assert log.count("already done") == 2 and log.count(" ...") == 1
     assert "cls layout=none,unshare=all ..." in log
     assert summary.exists()
+
+
+def test_one_seed_shows_no_spread():
+    assert sweep_report._ms([0.7884]) == "78.84"  # not "78.84 ± 0.00"
+    assert sweep_report._ms([0.70, 0.80]) == "75.00 ± 7.07"
