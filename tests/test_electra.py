@@ -228,6 +228,13 @@ def test_objectives_are_checked():
         make_task(make_config(objective="electra", **{"optim.layerwise_decay": 0.8}))
 
 
+def test_nsp_objective_builds_nsp_pairs():
+    """The task of 'mlm+nsp' reads NSP pairs even when its data section still says SOP."""
+    config = make_config(objective="mlm+nsp")
+    assert config.data.get("mode", "sop") == "sop"
+    assert make_task(config).data.mode == "nsp"
+
+
 def test_mlm_objective_has_no_sentence_head():
     task = make_task(make_config(objective="mlm"))
     params = flat(init_params_of(task))
