@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import optax
 
 from albert_jax.config import AlbertConfig
-from albert_jax.losses import mlm_accuracy, mlm_loss, sop_accuracy, sop_loss
+from albert_jax.losses import mlm_accuracy, mlm_denominator, mlm_loss, sop_accuracy, sop_loss
 from albert_jax.model import ACTIVATIONS, AlbertModel, Dense, Encoder, MLMHead, _fold
 from albert_jax.train.metrics import encoder_flops_per_token, mlm_head_flops
 
@@ -167,7 +167,7 @@ class DiscriminatorHead(nn.Module):
 def normalizers(batch) -> dict[str, jax.Array]:
     """Whole-global-batch denominators: real masked tokens, non-padding tokens, sequences."""
     return {
-        "mlm": jnp.sum(batch["masked_lm_weights"].astype(jnp.float32)) + 1e-5,
+        "mlm": mlm_denominator(batch["masked_lm_weights"]),
         "tokens": jnp.sum(batch["input_mask"].astype(jnp.float32)),
         "sop": jnp.asarray(batch["input_ids"].shape[0], jnp.float32),
     }

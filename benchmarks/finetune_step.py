@@ -137,20 +137,16 @@ def time_steps(step, state, batch, warmup: int, steps: int):
     return state, times[0], times[1 + warmup :], cpu[1 + warmup :], metrics
 
 
-def measure(args, layout: str) -> dict:
-    config = model_config_for(args, layout)
-    task = ClassificationTask(config)
+def compile_and_time(task, tx, schedule, batch: dict, warmup: int, steps: int):
+    """The trainer's step for `task` on a 1-device mesh, compiled ahead of time, then timed
+    (`time_steps`). Returns (state, compiled, compile seconds, first, times, cpu times, metrics)."""
     mesh = partitioning.make_mesh((1, 1, 1))
     rules = partitioning.DEFAULT_RULES
-    tx, schedule = make_optimizer(optim_config(), config)
     init, shardings, _ = create_state(task, tx, mesh, rules, seed=0)
     batch_shard = partitioning.batch_sharding(mesh)
     with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
         state = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(0))
-        batch = {
-            k: jax.device_put(v, batch_shard)
-            for k, v in make_batch(config.vocab_size, args.batch, args.seq).items()
-        }
+        batch = {k: jax.device_put(v, batch_shard) for k, v in batch.items()}
         step = jax.jit(
             make_train_step(task, tx, schedule, mesh, accum_steps=1),
             in_shardings=(shardings, batch_shard),
@@ -160,9 +156,18 @@ def measure(args, layout: str) -> dict:
         t0 = time.perf_counter()
         compiled = step.lower(state, batch).compile()
         compile_s = time.perf_counter() - t0
-        state, first, times, cpu, metrics = time_steps(
-            compiled, state, batch, args.warmup, args.steps
-        )
+        state, first, times, cpu, metrics = time_steps(compiled, state, batch, warmup, steps)
+    return state, compiled, compile_s, first, times, cpu, metrics
+
+
+def measure(args, layout: str) -> dict:
+    config = model_config_for(args, layout)
+    task = ClassificationTask(config)
+    tx, schedule = make_optimizer(optim_config(), config)
+    batch = make_batch(config.vocab_size, args.batch, args.seq)
+    state, compiled, compile_s, first, times, cpu, metrics = compile_and_time(
+        task, tx, schedule, batch, args.warmup, args.steps
+    )
     n_params = sum(x.size for x in jax.tree_util.tree_leaves(state.params))
     step_s = statistics.median(times)
     return {

@@ -39,14 +39,13 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from finetune_step import time_steps, xla_cost  # benchmarks/ is on sys.path
-from jax.sharding import NamedSharding, PartitionSpec
+from finetune_step import compile_and_time, time_steps, xla_cost  # benchmarks/ on sys.path
 from report import emit
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
 
-from albert_jax import partitioning, presets  # noqa: E402
+from albert_jax import presets  # noqa: E402
 from albert_jax.model import AlbertModel  # noqa: E402
 from albert_jax.optim import make_optimizer  # noqa: E402
 from albert_jax.train import trainer  # noqa: E402
@@ -119,29 +118,13 @@ def make_batch(vocab: int, batch: int, seq: int, preds: int) -> dict[str, np.nda
 def measure_train(args, objective, layout, dtype, scan, peaks) -> dict:
     config = run_config(args, objective)
     task = make_task_for(config, model_config(args, layout, dtype, scan))
-    mesh = partitioning.make_mesh((1, 1, 1))
-    rules = partitioning.DEFAULT_RULES
     tx, schedule = make_optimizer(
         config.optim, task.model_config, stacked=trainer.stacked_paths(task)
     )
-    init, shardings, _ = trainer.create_state(task, tx, mesh, rules, seed=0)
-    batch_shard = partitioning.batch_sharding(mesh)
     batch = make_batch(args.vocab, args.batch, args.seq, args.preds)
-    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-        state = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(0))
-        batch = {k: jax.device_put(v, batch_shard) for k, v in batch.items()}
-        step = jax.jit(
-            trainer.make_train_step(task, tx, schedule, mesh, accum_steps=1),
-            in_shardings=(shardings, batch_shard),
-            out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())),
-            donate_argnums=(0,),
-        )
-        t0 = time.perf_counter()
-        compiled = step.lower(state, batch).compile()
-        compile_s = time.perf_counter() - t0
-        state, first, times, cpu, metrics = time_steps(
-            compiled, state, batch, args.warmup, args.steps
-        )
+    _, compiled, compile_s, first, times, cpu, metrics = compile_and_time(
+        task, tx, schedule, batch, args.warmup, args.steps
+    )
     flops = task.flops_per_example() * args.batch
     return _row(task.model_config, compiled, compile_s, first, times, cpu, flops, peaks, args) | {
         "objective": objective,

@@ -61,9 +61,7 @@ def steps_for_budget(config, task) -> None:
     training FLOPs (both networks for ELECTRA, `task.flops_per_example`) come closest."""
     per_step = task.flops_per_example() * task.global_batch_size
     steps = max(1, round(float(config.train_flops) / per_step))
-    config.total_steps = steps
-    if config.optim.get("total_steps") != steps:  # not a reference to total_steps
-        config.optim.total_steps = steps
+    config.total_steps = config.optim.total_steps = steps
     print(
         f"train_flops {config.train_flops:.3g}: {steps} steps of {per_step:.3g} FLOPs", flush=True
     )

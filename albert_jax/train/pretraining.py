@@ -107,17 +107,21 @@ class PretrainingTask:
             "sop": jnp.asarray(batch["input_ids"].shape[0], jnp.float32),
         }
 
-    def loss(self, params, batch, norms, rng):
-        out = self.model.apply(
+    def _apply(self, params, batch, dropout_rng, **kwargs):
+        """The model on a batch (dropout with `dropout_rng`; None: evaluation)."""
+        return self.model.apply(
             {"params": params},
             batch["input_ids"],
             batch["segment_ids"],
             batch["input_mask"],
             masked_positions=batch["masked_lm_positions"],
-            deterministic=rng is None,
-            rngs=None if rng is None else {"dropout": rng},
+            deterministic=dropout_rng is None,
+            rngs=None if dropout_rng is None else {"dropout": dropout_rng},
+            **kwargs,
         )
-        return pretraining_loss(out, batch, norms)
+
+    def loss(self, params, batch, norms, rng):
+        return pretraining_loss(self._apply(params, batch, rng), batch, norms)
 
     def _iterator(self, split, process_index, process_count, data=None, **kwargs):
         from albert_jax.data.pipeline import make_iterator
@@ -243,17 +247,13 @@ class ElectraTask(PretrainingTask):
     def loss(self, params, batch, norms, rng):
         # Evaluation samples with a fixed key: the same corruption at every evaluation.
         key = jax.random.PRNGKey(0) if rng is None else jax.random.fold_in(rng, 1)
-        out = self.model.apply(
-            {"params": params},
-            batch["input_ids"],
-            batch["segment_ids"],
-            batch["input_mask"],
-            masked_positions=batch["masked_lm_positions"],
+        out = self._apply(
+            params,
+            batch,
+            None if rng is None else jax.random.fold_in(rng, 0),
             masked_lm_ids=batch["masked_lm_ids"],
             masked_lm_weights=batch["masked_lm_weights"],
             sample_key=key,
-            deterministic=rng is None,
-            rngs=None if rng is None else {"dropout": jax.random.fold_in(rng, 0)},
         )
         return electra.loss(out, batch, norms, self.weight)
 
