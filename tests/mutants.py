@@ -88,6 +88,42 @@ STEP_KEYS = (
 MUTANTS = [
     # ------------------------------------------------------------------ model
     Mutant(
+        "model-matmul-cotangent-not-rounded",
+        MODEL,
+        "xc, w, g = x.astype(dtype), kernel.astype(dtype), g.astype(dtype)",
+        "xc, w = x.astype(dtype), kernel.astype(dtype)",
+        "the hand-written matmul gradient multiplies the float32 cotangent (not the bf16 one)",
+        (
+            "tests/test_model.py::test_matmul_and_its_gradient_are_the_products_of_the_dtype_operands",
+        ),
+    ),
+    Mutant(
+        "model-matmul-kernel-gradient-in-compute-dtype",
+        MODEL,
+        "return dx.astype(x.dtype), dw.astype(kernel.dtype)",
+        "return dx.astype(x.dtype), dw.astype(dtype).astype(kernel.dtype)",
+        "the kernel's gradient is rounded to bf16 before it reaches the float32 weights",
+        (
+            "tests/test_model.py::test_matmul_and_its_gradient_are_the_products_of_the_dtype_operands",
+        ),
+    ),
+    Mutant(
+        "model-save-dots-by-primitive",
+        MODEL,
+        'jax.checkpoint_policies.save_only_these_names("dot")',
+        "jax.checkpoint_policies.checkpoint_dots",
+        "remat save_dots looks for dot primitives, which the hand-written gradient hides",
+        ("tests/test_model.py::test_save_dots_keeps_every_matmul_output_and_only_those",),
+    ),
+    Mutant(
+        "model-attention-logits-unnamed",
+        MODEL,
+        'logits = checkpoint_name(logits, "dot") + bias',
+        "logits = logits + bias",
+        "the attention logits are recomputed under save_dots",
+        ("tests/test_model.py::test_save_dots_keeps_every_matmul_output_and_only_those",),
+    ),
+    Mutant(
         "model-dropout-no-rescale",
         MODEL,
         "jnp.where(keep, x / (1.0 - rate), 0)",
