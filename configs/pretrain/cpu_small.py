@@ -34,6 +34,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.model.embedding_size = 128  # E (the factorized embedding); E = H adds no projection
     config.model.vocab_size = config.data.get_ref("vocab_size")
     config.model.max_position_embeddings = 128
+    # Compute dtype: "bfloat16" runs the matmuls on bf16 operands accumulating in float32
+    # (weights, LayerNorm and softmax stay float32); benchmarks/bf16_curve.py compares the two.
+    config.model.dtype = "float32"
     config.data.max_seq_length = 64
     config.data.max_predictions = 10  # 0.15 * 64
     config.total_steps = 1000
