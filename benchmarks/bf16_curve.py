@@ -2,8 +2,8 @@
 data and seed, float32 and `--config.model.dtype=bfloat16`, and their logged training losses
 compared step by step.
 
-    python benchmarks/bf16_curve.py                       # 100 steps of configs/pretrain/cpu_small.py
-    python benchmarks/bf16_curve.py --steps 300 --workdir /tmp/bf16_curve --tolerance 0.02
+    python benchmarks/bf16_curve.py          # 100 steps of configs/pretrain/cpu_small.py
+    python benchmarks/bf16_curve.py --steps 300 --workdir /tmp/bf16_curve --tolerance 1e-4
 
 Both runs are `python -m pretrain` as a user types it (`--config.total_steps`, logging every
 `--log-every` steps, one tokenized corpus shared under WORKDIR/data), so they see the same batches
@@ -56,15 +56,20 @@ def main():
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--workdir", default="runs/bf16_curve", help="a fresh one starts from step 0")
-    p.add_argument("--tolerance", type=float, default=0.02, help="largest relative loss gap")
+    p.add_argument("--tolerance", type=float, default=1e-3, help="largest relative loss gap")
     p.add_argument("--out", default=None, help="also write the JSON here")
     args = p.parse_args()
     f32, bf16 = run(args, "float32"), run(args, "bfloat16")
     if [r["step"] for r in f32] != [r["step"] for r in bf16]:
         raise SystemExit(f"the two runs logged different steps: is {args.workdir} fresh?")
     curve = [
-        {"step": a["step"], "float32": a["loss"], "bfloat16": b["loss"], "gap": b["loss"] - a["loss"]}
-        for a, b in zip(f32, bf16)
+        {
+            "step": a["step"],
+            "float32": a["loss"],
+            "bfloat16": b["loss"],
+            "gap": b["loss"] - a["loss"],
+        }
+        for a, b in zip(f32, bf16, strict=True)
     ]
     rel = [abs(c["gap"]) / abs(c["float32"]) for c in curve]
     tail = rel[len(rel) - max(1, len(rel) // 4) :]

@@ -43,3 +43,22 @@ def test_inference_compares_shared_and_unshared_at_equal_flops():
     rows = bench("--inference", "--layouts", "all,none")["ours"]
     assert [r["layout"] for r in rows] == ["all", "none"]
     assert rows[0]["xla_gflops"] == rows[1]["xla_gflops"]  # sharing saves parameters, not FLOPs
+
+
+@pytest.mark.slow
+def test_bf16_curve_runs_the_readme_command_twice_and_compares(tmp_path):
+    """benchmarks/bf16_curve.py: the pretraining CLI in float32 and bfloat16 on one corpus, the
+    same logged steps, the gap reported and held to the tolerance."""
+    script = os.path.join(REPO, "benchmarks", "bf16_curve.py")
+    cmd = [sys.executable, script, "--steps", "20", "--log-every", "5", "--workdir", str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert [c["step"] for c in result["curve"]] == [5, 10, 15, 20]
+    for c in result["curve"]:
+        assert c["float32"] != c["bfloat16"]  # two precisions did run
+        assert c["gap"] == pytest.approx(c["bfloat16"] - c["float32"])
+    assert result["within_tolerance"] and result["max_rel_gap"] <= 1e-3
+    for dtype in ("float32", "bfloat16"):
+        with open(tmp_path / dtype / "config.json") as f:
+            assert json.load(f)["model"]["dtype"] == dtype

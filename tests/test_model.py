@@ -330,7 +330,7 @@ def test_bfloat16_gradients_track_float32_scanned_and_unrolled():
     for scan in (True, False):
         g = grad(cfg.replace(dtype="bfloat16", scan_layers=scan))(params, batch)
         for (path, a), b in zip(
-            jax.tree_util.tree_leaves_with_path(g), jax.tree_util.tree_leaves(ref)
+            jax.tree_util.tree_leaves_with_path(g), jax.tree_util.tree_leaves(ref), strict=True
         ):
             assert a.dtype == jnp.float32
             if "'key'" in jax.tree_util.keystr(path) and "bias" in jax.tree_util.keystr(path):
