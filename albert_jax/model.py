@@ -289,7 +289,10 @@ class FFNBlock(nn.Module):
 
     def __call__(self, x, group, rng, deterministic: bool):
         c = self.config
-        h = ACTIVATIONS[c.hidden_act](self.intermediate(x, group))
+        act = ACTIVATIONS[c.hidden_act]
+        if c.scan_layers:  # a scan stores each value the backward needs per layer: ~6 [B, S, I]
+            act = jax.checkpoint(act)  # arrays for GELU; keep its input, recompute the rest
+        h = act(self.intermediate(x, group))
         f = dropout(self.output(h, group), c.hidden_dropout, _fold(rng, 2), deterministic)
         return self.LayerNorm(f + x, group)
 

@@ -16,10 +16,13 @@ application counted), MFU = model FLOP/s over the matmul peak of that dtype, XLA
 accessed and temporary memory of the compiled step, and the loss. The peak is a plain `jnp.dot` of
 the FFN's shape ([batch*seq, H] x [H, I], bf16 inputs accumulating in f32 for bfloat16), timed
 in the same process just before. `--peer hf_flax|hf_torch` runs `../shared/peer/peer_bench.py`
-(pretraining step of transformers' Flax ALBERT + optax LAMB, or PyTorch + AdamW) with
-`--peer-python` after each all-shared f32 row, alternating for `--rounds`, and reports ours over
-the peer per round. `--inference`: the encoder's forward pass (AlbertModel) instead, shared
-against not shared at equal size (sharing saves parameters, not compute). One JSON document.
+(pretraining step of transformers' Flax ALBERT + optax LAMB, or PyTorch + AdamW, f32) with
+`--peer-python` after each round of ours, alternating for `--rounds`, and reports the peer's
+step over each of our configurations per round (`peer_step_over_ours`: > 1 means ours is
+faster). `none_over_all`: the not-shared step over the all-shared one at the same settings, per
+round (the sharing ablation's cost at equal FLOPs). `--inference`: the encoder's forward pass
+(AlbertModel) instead, shared against not shared at equal size (sharing saves parameters, not
+compute). One JSON document.
 """
 
 from __future__ import annotations
@@ -195,6 +198,26 @@ def run_peer(args) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def key(row: dict, without: str = "") -> str:
+    """One configuration's name: objective, layout, dtype, scan or unrolled, remat."""
+    parts = [
+        row.get("objective", "forward"),
+        "*" if without == "layout" else row["layout"],
+        row["dtype"],
+        "scan" if row["scan_layers"] else "unrolled",
+        f"remat={row['remat']}",
+    ]
+    return " ".join(parts)
+
+
+def ratios(rows: list[dict], ratio) -> dict[str, dict]:
+    """{configuration: {"rounds": [its ratio in each round], "median": ...}}."""
+    by: dict[str, list[float]] = {}
+    for row in rows:
+        by.setdefault(key(row), []).append(round(ratio(row), 3))
+    return {k: {"rounds": v, "median": statistics.median(v)} for k, v in by.items()}
+
+
 def _list(value: str) -> list[str]:
     return [x.strip() for x in value.split(",") if x.strip()]
 
@@ -228,7 +251,7 @@ def main():
         d: matmul_peak(rows_tokens, size.hidden_size, size.intermediate_size, d)
         for d in _list(args.dtypes)
     }
-    rows, peers, ratios = [], [], []
+    rows, peers = [], []
     for r in range(args.rounds):
         for objective in [None] if args.inference else _list(args.objectives):
             for layout in _list(args.layouts):
@@ -243,10 +266,6 @@ def main():
         if args.peer:
             peers.append(dict(run_peer(args), round=r))
             print(json.dumps(peers[-1]), file=sys.stderr, flush=True)
-            ref = [x for x in rows if x["round"] == r and x["layout"] == "all"]
-            ref = [x for x in ref if x["dtype"] == "float32" and x.get("objective") == "mlm+sop"]
-            if ref:
-                ratios.append(round(peers[-1]["step_s"] / ref[0]["step_s"], 3))
     result = {
         "benchmark": "inference" if args.inference else "train_step",
         "size": args.size,
@@ -267,7 +286,18 @@ def main():
     }
     if peers:
         result["peer"] = peers
-        result["peer_step_over_ours"] = {"rounds": ratios, "median": statistics.median(ratios)}
+        result["peer_step_over_ours"] = ratios(
+            rows, lambda row: peers[row["round"]]["step_s"] / row["step_s"]
+        )
+    # The sharing ablation's cost: the not-shared step over the all-shared one, same settings.
+    step = {
+        (key(row, "layout"), row["round"]): row["step_s"] for row in rows if row["layout"] == "all"
+    }
+    if not args.inference:
+        result["none_over_all"] = ratios(
+            [r for r in rows if r["layout"] == "none" and (key(r, "layout"), r["round"]) in step],
+            lambda row: row["step_s"] / step[(key(row, "layout"), row["round"])],
+        )
     emit(result, args.out)
 
 

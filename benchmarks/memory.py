@@ -1,0 +1,153 @@
+"""Memory of a pretraining train step, with and without remat, and the largest batch that fits a
+budget, from XLA's own memory analysis of the compiled step (nothing is run, so it answers for
+sizes this machine could not execute).
+
+    python benchmarks/memory.py --size base --seq 512 --budget-gb 16
+    python benchmarks/memory.py --size large --budget-gb 80 --layouts all --remat none,full
+
+Per configuration (layout x dtype x remat, scanned encoder unless `--scan false`): at `--batch`
+the compiled step's arguments (train state and batch), temporaries (activations kept for the
+backward pass, gradients, workspace) and total, then the largest batch whose total fits
+`--budget-gb`, found by doubling then bisection over compiled steps. The step is the trainer's
+(`compile_and_time`'s: donated state, 1-device mesh) of the MLM+SOP task with ALBERT's LAMB. On a
+GPU or TPU `--run` also executes the step at `--batch` and reports the device's
+`peak_bytes_in_use`. One JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import flax.linen as nn
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+from report import emit  # benchmarks/ on sys.path
+from train_step import make_batch, make_task_for, model_config, run_config
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)  # configs/
+
+from albert_jax import partitioning  # noqa: E402
+from albert_jax.optim import make_optimizer  # noqa: E402
+from albert_jax.train.trainer import create_state, make_train_step, stacked_paths  # noqa: E402
+
+GB = 1e9
+
+
+def compiled_step(args, layout: str, dtype: str, remat: str, batch: int):
+    """The jitted train step lowered and compiled for `batch` sequences, on abstract inputs."""
+    args = argparse.Namespace(**{**vars(args), "batch": batch, "remat": remat})
+    config = run_config(args, "mlm+sop")
+    task = make_task_for(config, model_config(args, layout, dtype, args.scan == "true"))
+    tx, schedule = make_optimizer(config.optim, task.model_config, stacked=stacked_paths(task))
+    mesh = partitioning.make_mesh((1, 1, 1))
+    rules = partitioning.DEFAULT_RULES
+    init, shardings, _ = create_state(task, tx, mesh, rules, seed=0)
+    data = make_batch(args.vocab, batch, args.seq, args.preds)
+    batch_shard = partitioning.batch_sharding(mesh)
+    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+        state = jax.eval_shape(jax.jit(init, out_shardings=shardings), jax.random.PRNGKey(0))
+        inputs = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=batch_shard)
+                  for k, v in data.items()}  # fmt: skip
+        step = jax.jit(
+            make_train_step(task, tx, schedule, mesh, accum_steps=1),
+            in_shardings=(shardings, batch_shard),
+            out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())),
+            donate_argnums=(0,),
+        )
+        return step.lower(state, inputs).compile(), (step, init, shardings, data, batch_shard, mesh)
+
+
+def footprint(compiled) -> dict:
+    m = compiled.memory_analysis()
+    total = m.argument_size_in_bytes + m.temp_size_in_bytes + m.output_size_in_bytes
+    total -= m.alias_size_in_bytes  # the donated state is written in place
+    return {
+        "arguments_gb": round(m.argument_size_in_bytes / GB, 3),
+        "temp_gb": round(m.temp_size_in_bytes / GB, 3),
+        "total_gb": round(total / GB, 3),
+    }
+
+
+def largest_batch(args, layout, dtype, remat) -> tuple[int, list]:
+    """Largest batch whose compiled total fits the budget (0 if not even 1), and the probes."""
+    probes = []
+
+    def fits(b):
+        total = footprint(compiled_step(args, layout, dtype, remat, b)[0])["total_gb"]
+        probes.append({"batch": b, "total_gb": total})
+        return total <= args.budget_gb
+
+    lo, hi = 0, 1
+    while fits(hi):
+        lo, hi = hi, hi * 2
+        if hi > args.max_batch:
+            return lo, probes
+    while hi - lo > max(1, lo // 16):  # to within ~6 %
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo, probes
+
+
+def run_once(built) -> float | None:
+    """Execute the step once; the device's peak bytes in use (None on CPU)."""
+    step, init, shardings, data, batch_shard, mesh = built
+    with jax.set_mesh(mesh):
+        state = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(0))
+        batch = {k: jax.device_put(v, batch_shard) for k, v in data.items()}
+        jax.block_until_ready(step(state, batch))
+    stats = jax.devices()[0].memory_stats() or {}
+    peak = stats.get("peak_bytes_in_use")
+    return None if peak is None else round(peak / GB, 3)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--size", default="base")
+    p.add_argument("--batch", type=int, default=8, help="the batch whose footprint is reported")
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--preds", type=int, default=20)
+    p.add_argument("--vocab", type=int, default=30000)
+    p.add_argument("--layouts", default="all,none")
+    p.add_argument("--dtypes", default="float32")
+    p.add_argument("--remat", default="none,save_dots,full")
+    p.add_argument("--scan", default="true", choices=("true", "false"))
+    p.add_argument("--budget-gb", type=float, default=16.0)
+    p.add_argument("--max-batch", type=int, default=4096)
+    p.add_argument("--run", action="store_true", help="also run the step (peak bytes on GPU/TPU)")
+    p.add_argument("--out", default=None, help="also write the JSON here")
+    args = p.parse_args()
+    rows = []
+    for layout in args.layouts.split(","):
+        for dtype in args.dtypes.split(","):
+            for remat in args.remat.split(","):
+                compiled, built = compiled_step(args, layout, dtype, remat, args.batch)
+                row = {"layout": layout, "dtype": dtype, "remat": remat, **footprint(compiled)}
+                if args.run:
+                    row["peak_bytes_in_use_gb"] = run_once(built)
+                row["largest_batch"], row["probes"] = largest_batch(args, layout, dtype, remat)
+                rows.append(row)
+                print({k: v for k, v in row.items() if k != "probes"}, file=sys.stderr, flush=True)
+    emit(
+        {
+            "benchmark": "memory",
+            "size": args.size,
+            "seq": args.seq,
+            "batch": args.batch,
+            "budget_gb": args.budget_gb,
+            "scan_layers": args.scan == "true",
+            "backend": jax.default_backend(),
+            "device": str(jax.devices()[0].device_kind),
+            "jax": jax.__version__,
+            "numpy": np.__version__,
+            "rows": rows,
+        },
+        args.out,
+    )
+
+
+if __name__ == "__main__":
+    main()
