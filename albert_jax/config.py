@@ -63,7 +63,7 @@ class AlbertConfig:
     # The E->H projection exists when E != H (original ALBERT). transformers always creates it, so
     # converted models set this to keep it when E == H.
     embedding_projection_always: bool = False
-    scan_layers: bool = True  # False: a Python loop over layers (debugging; same numbers)
+    scan_layers: bool = True  # False: a Python loop over layers (same numbers; faster on CPU)
     remat: str = "none"  # none | full | save_dots (keep matmul outputs, recompute the rest)
 
     def __post_init__(self):

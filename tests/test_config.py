@@ -61,3 +61,20 @@ def test_projection_presence():
     assert AlbertConfig(
         embedding_size=768, hidden_size=768, embedding_projection_always=True
     ).has_projection
+
+
+@pytest.mark.parametrize("name", ["cpu_small", "electra_small", "paper", "gpu_single", "tpu_pod"])
+def test_every_pretraining_config_takes_the_execution_overrides(name):
+    """--config.model.dtype / scan_layers / remat (README, docs/performance.md) parse for every
+    pretraining config: the command line locks the config, so an undeclared key is an error."""
+    import importlib
+
+    from albert_jax.train.pretraining import model_config_from
+
+    config = importlib.import_module(f"configs.pretrain.{name}").get_config()
+    config.lock()
+    config.model.dtype, config.model.scan_layers, config.model.remat = "bfloat16", False, "full"
+    model = model_config_from(config)
+    assert (model.dtype, model.scan_layers, model.remat) == ("bfloat16", False, "full")
+    with pytest.raises(AttributeError):
+        config.model.no_such_field = 1  # what the lock guards: the test would pass without it

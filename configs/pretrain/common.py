@@ -3,11 +3,13 @@
 Not a config itself; `cpu_small.py`, `base.py`, `gpu_single.py` and `tpu_pod.py` build on it.
 """
 
+import dataclasses
 import importlib.util
 import os
 
 import ml_collections
 
+from albert_jax.config import AlbertConfig
 from albert_jax.optim import default_optim_config
 
 
@@ -63,6 +65,19 @@ def get_data_config() -> ml_collections.ConfigDict:
     d.docs_per_element = 8  # documents per grain element (amortises per-element overhead)
     d.debug = False  # add diagnostic fields (spans, chunk info) to each example
     return d
+
+
+# How the model runs, not what it is: declared in every config's model section (with
+# AlbertConfig's defaults) so that e.g. --config.model.scan_layers=False parses for all of them.
+EXECUTION_FIELDS = ("dtype", "scan_layers", "remat")
+
+
+def model_section(preset: str, **fields) -> ml_collections.ConfigDict:
+    """`config.model`: a preset plus field overrides (`pretraining.model_config_from`)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(AlbertConfig)}
+    return ml_collections.ConfigDict(
+        {"preset": preset, **{k: defaults[k] for k in EXECUTION_FIELDS}, **fields}
+    )
 
 
 def trainer_defaults() -> ml_collections.ConfigDict:

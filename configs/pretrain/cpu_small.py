@@ -13,12 +13,15 @@ Data paths are relative to the workdir (``--workdir``, else the current director
   python benchmarks/data_pipeline.py --config configs/pretrain/cpu_small.py
 
 Override any field on the command line, e.g. ``--config.objective=mlm+nsp`` (or ``mlm``,
-``electra``: see ``electra_small.py``).
+``electra``: see ``electra_small.py``), ``--config.model.dtype=bfloat16`` (bf16 matmuls
+accumulating in float32; ``benchmarks/bf16_curve.py`` compares the two),
+``--config.model.scan_layers=False`` (unrolled layers: same numbers, faster on CPU, slower to
+compile at depth) or ``--config.model.remat=save_dots``.
 """
 
 import ml_collections
 
-from configs.pretrain.common import get_data_config, trainer_defaults
+from configs.pretrain.common import get_data_config, model_section, trainer_defaults
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
@@ -27,16 +30,11 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.data = get_data_config()
     # A small ALBERT (E=128, H=128, 2 heads, L=4 applications of one shared block) on
     # sequences of 64 tokens: ~0.35 s a step of 32 sequences on two CPU cores, ~6 minutes in all.
-    config.model = ml_collections.ConfigDict(
-        {"preset": "albert-tiny", "hidden_size": 128, "num_heads": 2, "intermediate_size": 512}
-    )
+    config.model = model_section("albert-tiny", hidden_size=128, num_heads=2, intermediate_size=512)
     config.model.layout = "all"  # all | attention | ffn | none | groups:G (cross-layer sharing)
     config.model.embedding_size = 128  # E (the factorized embedding); E = H adds no projection
     config.model.vocab_size = config.data.get_ref("vocab_size")
     config.model.max_position_embeddings = 128
-    # Compute dtype: "bfloat16" runs the matmuls on bf16 operands accumulating in float32
-    # (weights, LayerNorm and softmax stay float32); benchmarks/bf16_curve.py compares the two.
-    config.model.dtype = "float32"
     config.data.max_seq_length = 64
     config.data.max_predictions = 10  # 0.15 * 64
     config.total_steps = 1000

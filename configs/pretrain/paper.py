@@ -10,7 +10,7 @@ hardware, e.g. `--config.mesh_shape=-1,8,1` for FSDP over 8 chips of each data-p
 
 import ml_collections
 
-from configs.pretrain.common import get_data_config, trainer_defaults
+from configs.pretrain.common import get_data_config, model_section, trainer_defaults
 
 PRESETS = ("albert-base", "albert-large", "albert-xlarge", "albert-xxlarge")
 
@@ -28,8 +28,6 @@ def get_config(arg: str = "albert-base") -> ml_collections.ConfigDict:
     c.data.max_predictions = 20
     c.data.global_batch_size = 4096
     c.data.worker_count = 8
-    c.model = ml_collections.ConfigDict({"preset": arg})
+    c.model = model_section(arg, dtype="bfloat16", remat="save_dots")
     c.model.vocab_size = c.data.get_ref("vocab_size")
-    c.model.dtype = "bfloat16"
-    c.model.remat = "save_dots"
     return c
