@@ -137,22 +137,29 @@ def time_steps(step, state, batch, warmup: int, steps: int):
     return state, times[0], times[1 + warmup :], cpu[1 + warmup :], metrics
 
 
-def compile_and_time(task, tx, schedule, batch: dict, warmup: int, steps: int):
-    """The trainer's step for `task` on a 1-device mesh, compiled ahead of time, then timed
-    (`time_steps`). Returns (state, compiled, compile seconds, first, times, cpu times, metrics)."""
+def jitted_step(task, tx, schedule):
+    """The trainer's train step for `task`, jitted on a 1-device mesh with the state donated, and
+    what feeds it: (step, jitted init(key) -> state, batch sharding, mesh). Trace it under
+    `jax.set_mesh(mesh)` and the default logical rules."""
     mesh = partitioning.make_mesh((1, 1, 1))
-    rules = partitioning.DEFAULT_RULES
-    init, shardings, _ = create_state(task, tx, mesh, rules, seed=0)
-    batch_shard = partitioning.batch_sharding(mesh)
-    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-        state = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(0))
+    init, shardings, _ = create_state(task, tx, mesh, partitioning.DEFAULT_RULES, seed=0)
+    step = jax.jit(
+        make_train_step(task, tx, schedule, mesh, accum_steps=1),
+        in_shardings=(shardings, partitioning.batch_sharding(mesh)),
+        out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())),
+        donate_argnums=(0,),
+    )
+    init = jax.jit(init, out_shardings=shardings)
+    return step, init, partitioning.batch_sharding(mesh), mesh
+
+
+def compile_and_time(task, tx, schedule, batch: dict, warmup: int, steps: int):
+    """`jitted_step` compiled ahead of time, then timed (`time_steps`). Returns (state, compiled,
+    compile seconds, first, times, cpu times, metrics)."""
+    step, init, batch_shard, mesh = jitted_step(task, tx, schedule)
+    with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.DEFAULT_RULES):
+        state = init(jax.random.PRNGKey(0))
         batch = {k: jax.device_put(v, batch_shard) for k, v in batch.items()}
-        step = jax.jit(
-            make_train_step(task, tx, schedule, mesh, accum_steps=1),
-            in_shardings=(shardings, batch_shard),
-            out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())),
-            donate_argnums=(0,),
-        )
         t0 = time.perf_counter()
         compiled = step.lower(state, batch).compile()
         compile_s = time.perf_counter() - t0

@@ -23,8 +23,8 @@ import sys
 import flax.linen as nn
 import jax
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec
-from report import emit  # benchmarks/ on sys.path
+from finetune_step import jitted_step  # benchmarks/ on sys.path
+from report import emit
 from train_step import make_batch, make_task_for, model_config, run_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,7 +32,7 @@ sys.path.insert(0, REPO)  # configs/
 
 from albert_jax import partitioning  # noqa: E402
 from albert_jax.optim import make_optimizer  # noqa: E402
-from albert_jax.train.trainer import create_state, make_train_step, stacked_paths  # noqa: E402
+from albert_jax.train.trainer import stacked_paths  # noqa: E402
 
 GB = 1e9
 
@@ -43,22 +43,13 @@ def compiled_step(args, layout: str, dtype: str, remat: str, batch: int):
     config = run_config(args, "mlm+sop")
     task = make_task_for(config, model_config(args, layout, dtype, args.scan == "true"))
     tx, schedule = make_optimizer(config.optim, task.model_config, stacked=stacked_paths(task))
-    mesh = partitioning.make_mesh((1, 1, 1))
-    rules = partitioning.DEFAULT_RULES
-    init, shardings, _ = create_state(task, tx, mesh, rules, seed=0)
+    step, init, batch_shard, mesh = jitted_step(task, tx, schedule)
     data = make_batch(args.vocab, batch, args.seq, args.preds)
-    batch_shard = partitioning.batch_sharding(mesh)
-    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-        state = jax.eval_shape(jax.jit(init, out_shardings=shardings), jax.random.PRNGKey(0))
+    with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.DEFAULT_RULES):
+        state = jax.eval_shape(init, jax.random.PRNGKey(0))
         inputs = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=batch_shard)
                   for k, v in data.items()}  # fmt: skip
-        step = jax.jit(
-            make_train_step(task, tx, schedule, mesh, accum_steps=1),
-            in_shardings=(shardings, batch_shard),
-            out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())),
-            donate_argnums=(0,),
-        )
-        return step.lower(state, inputs).compile(), (step, init, shardings, data, batch_shard, mesh)
+        return step.lower(state, inputs).compile(), (step, init, data, batch_shard, mesh)
 
 
 def footprint(compiled) -> dict:
@@ -94,9 +85,9 @@ def largest_batch(args, layout, dtype, remat) -> tuple[int, list]:
 
 def run_once(built) -> float | None:
     """Execute the step once; the device's peak bytes in use (None on CPU)."""
-    step, init, shardings, data, batch_shard, mesh = built
-    with jax.set_mesh(mesh):
-        state = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(0))
+    step, init, data, batch_shard, mesh = built
+    with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.DEFAULT_RULES):
+        state = init(jax.random.PRNGKey(0))
         batch = {k: jax.device_put(v, batch_shard) for k, v in data.items()}
         jax.block_until_ready(step(state, batch))
     stats = jax.devices()[0].memory_stats() or {}
