@@ -25,6 +25,10 @@ writes it.
 
 from __future__ import annotations
 
+from albert_jax.hostenv import use_huge_pages, without_added
+
+use_huge_pages()  # as the entry points do, before the imports below (peers: --peer-malloc)
+
 import argparse
 import json
 import os
@@ -127,14 +131,21 @@ def optim_config():
 
 def time_steps(step, state, batch, warmup: int, steps: int):
     """(state, first step seconds, timed wall seconds, timed process CPU seconds, last metrics)."""
-    times, cpu, metrics = [], [], None
+    return time_interleaved([(step, state, batch)], warmup, steps)[0]
+
+
+def time_interleaved(runs, warmup: int, steps: int) -> list[tuple]:
+    """`time_steps` for several (step, state, batch) at once, one step of each in turn, so that
+    load from elsewhere on a shared machine hits them alike and their ratios stay meaningful."""
+    out = [[state, [], [], None] for _, state, _ in runs]
     for _ in range(1 + warmup + steps):
-        t, c = time.perf_counter(), time.process_time()
-        state, metrics = step(state, batch)
-        jax.block_until_ready((state, metrics))
-        times.append(time.perf_counter() - t)
-        cpu.append(time.process_time() - c)
-    return state, times[0], times[1 + warmup :], cpu[1 + warmup :], metrics
+        for (step, _, batch), o in zip(runs, out, strict=True):
+            t, c = time.perf_counter(), time.process_time()
+            o[0], o[3] = step(o[0], batch)
+            jax.block_until_ready((o[0], o[3]))
+            o[1].append(time.perf_counter() - t)
+            o[2].append(time.process_time() - c)
+    return [(st, t[0], t[1 + warmup :], c[1 + warmup :], m) for st, t, c, m in out]
 
 
 def jitted_step(task, tx, schedule):
@@ -153,17 +164,22 @@ def jitted_step(task, tx, schedule):
     return step, init, partitioning.batch_sharding(mesh), mesh
 
 
-def compile_and_time(task, tx, schedule, batch: dict, warmup: int, steps: int):
-    """`jitted_step` compiled ahead of time, then timed (`time_steps`). Returns (state, compiled,
-    compile seconds, first, times, cpu times, metrics)."""
+def compile_step(task, tx, schedule, batch: dict):
+    """`jitted_step` compiled ahead of time: (state, compiled, compile seconds, batch on device)."""
     step, init, batch_shard, mesh = jitted_step(task, tx, schedule)
     with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.DEFAULT_RULES):
         state = init(jax.random.PRNGKey(0))
         batch = {k: jax.device_put(v, batch_shard) for k, v in batch.items()}
         t0 = time.perf_counter()
         compiled = step.lower(state, batch).compile()
-        compile_s = time.perf_counter() - t0
-        state, first, times, cpu, metrics = time_steps(compiled, state, batch, warmup, steps)
+        return state, compiled, time.perf_counter() - t0, batch
+
+
+def compile_and_time(task, tx, schedule, batch: dict, warmup: int, steps: int):
+    """`compile_step`, then timed (`time_steps`). Returns (state, compiled, compile seconds,
+    first, times, cpu times, metrics)."""
+    state, compiled, compile_s, batch = compile_step(task, tx, schedule, batch)
+    state, first, times, cpu, metrics = time_steps(compiled, state, batch, warmup, steps)
     return state, compiled, compile_s, first, times, cpu, metrics
 
 
@@ -196,12 +212,28 @@ def measure(args, layout: str) -> dict:
 PEER_GROUPS = {"all": lambda L: 1, "none": lambda L: L}  # layouts transformers can express
 
 
+PEER_MALLOC = (
+    "user: the peer runs as its users run it, without the malloc setting our entry points add "
+    "(albert_jax.hostenv); ours: with it, to tell the code's share from the allocator's"
+)
+
+
+def peer_env(args) -> dict[str, str]:
+    return dict(os.environ) if args.peer_malloc == "ours" else without_added()
+
+
+def malloc_settings(args, peer: bool) -> dict[str, str | None]:
+    """GLIBC_TUNABLES of ours and of the peer, for the JSON."""
+    peer = peer_env(args).get("GLIBC_TUNABLES", "") if peer else None
+    return {"ours": os.environ.get("GLIBC_TUNABLES", ""), "peer": peer}
+
+
 def run_peer(args, config, layout: str) -> dict:
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_finetune.py")
     cmd = [args.peer_python, script, "--size", args.size, "--batch", str(args.batch)]
     cmd += ["--groups", str(PEER_GROUPS[layout](config.num_layers))]
     cmd += ["--seq", str(args.seq), "--steps", str(args.steps), "--warmup", str(args.warmup)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=peer_env(args))
     if proc.returncode != 0:
         raise RuntimeError(f"peer benchmark failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     peer = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -232,6 +264,7 @@ def main():
     parser.add_argument("--remat", default="none", help="none | full | save_dots")
     parser.add_argument("--peer-python", default=None, help="interpreter for peer_finetune.py")
     parser.add_argument("--rounds", type=int, default=1, help="alternating ours/peer rounds")
+    parser.add_argument("--peer-malloc", default="user", choices=("user", "ours"), help=PEER_MALLOC)
     parser.add_argument("--out", default=None, help="also write the JSON here")
     args = parser.parse_args()
 
@@ -262,6 +295,7 @@ def main():
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "rounds": args.rounds,
+        "glibc_tunables": malloc_settings(args, bool(args.peer_python)),
         "ours": rows,
     }
     if peers:

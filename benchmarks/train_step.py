@@ -20,12 +20,19 @@ in the same process just before. `--peer hf_flax|hf_torch` runs `../shared/peer/
 `--peer-python` after each round of ours, alternating for `--rounds`, and reports the peer's
 step over each of our configurations per round (`peer_step_over_ours`: > 1 means ours is
 faster). `none_over_all`: the not-shared step over the all-shared one at the same settings, per
-round (the sharing ablation's cost at equal FLOPs). `--inference`: the encoder's forward pass
+round (the sharing ablation's cost at equal FLOPs). Within a round every configuration is compiled
+first and then timed one step of each in turn, so that load from elsewhere on a shared machine
+hits all of them alike. Like the entry points, the script runs with huge-page malloc
+(`albert_jax.hostenv`); the peer without it unless `--peer-malloc ours`. `--inference`: the encoder's forward pass
 (AlbertModel) instead, shared against not shared at equal size (sharing saves parameters, not
 compute). One JSON document.
 """
 
 from __future__ import annotations
+
+from albert_jax.hostenv import use_huge_pages
+
+use_huge_pages()  # as the entry points do, before the imports below (peers: --peer-malloc)
 
 import argparse
 import json
@@ -42,7 +49,14 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from finetune_step import compile_and_time, time_steps, xla_cost  # benchmarks/ on sys.path
+from finetune_step import (  # benchmarks/ on sys.path
+    PEER_MALLOC,
+    compile_step,
+    malloc_settings,
+    peer_env,
+    time_interleaved,
+    xla_cost,
+)
 from report import emit
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -118,20 +132,20 @@ def make_batch(vocab: int, batch: int, seq: int, preds: int) -> dict[str, np.nda
     }
 
 
-def measure_train(args, objective, layout, dtype, scan, peaks) -> dict:
+def prepare_train(args, objective, layout, dtype, scan) -> dict:
+    """One configuration's train step, compiled, with its state and batch (`time_interleaved`)."""
     config = run_config(args, objective)
     task = make_task_for(config, model_config(args, layout, dtype, scan))
     tx, schedule = make_optimizer(
         config.optim, task.model_config, stacked=trainer.stacked_paths(task)
     )
     batch = make_batch(args.vocab, args.batch, args.seq, args.preds)
-    _, compiled, compile_s, first, times, cpu, metrics = compile_and_time(
-        task, tx, schedule, batch, args.warmup, args.steps
-    )
+    state, compiled, compile_s, batch = compile_step(task, tx, schedule, batch)
     flops = task.flops_per_example() * args.batch
-    return _row(task.model_config, compiled, compile_s, first, times, cpu, flops, peaks, args) | {
+    run = (compiled, state, batch)
+    return dict(config=task.model_config, run=run, compiled=compiled, compile_s=compile_s) | {
+        "flops": flops,
         "objective": objective,
-        "loss": round(float(metrics["loss"]), 4),
     }
 
 
@@ -142,7 +156,8 @@ def make_task_for(config, model_config):
     return cls(config, config.data, model_config=model_config)
 
 
-def measure_inference(args, layout, dtype, scan, peaks) -> dict:
+def prepare_inference(args, layout, dtype, scan) -> dict:
+    """`prepare_train` for the encoder's forward pass."""
     config = model_config(args, layout, dtype, scan)
     model = AlbertModel(config)
     ids = jnp.asarray(make_batch(args.vocab, args.batch, args.seq, args.preds)["input_ids"])
@@ -157,11 +172,31 @@ def measure_inference(args, layout, dtype, scan, peaks) -> dict:
     def step(p, x):
         return p, compiled(p, x)
 
-    _, first, times, cpu, _ = time_steps(step, params, ids, args.warmup, args.steps)
     from albert_jax.train.metrics import encoder_flops_per_token
 
     flops = args.batch * args.seq * encoder_flops_per_token(config, args.seq)
-    return _row(config, compiled, compile_s, first, times, cpu, flops, peaks, args)
+    run = (step, params, ids)
+    return dict(config=config, run=run, compiled=compiled, compile_s=compile_s) | {
+        "flops": flops,
+        "objective": None,
+    }
+
+
+def measure_round(args, configurations, peaks) -> list[dict]:
+    """Every configuration compiled, then timed one step of each in turn (`time_interleaved`)."""
+    prepared = [
+        prepare_inference(args, *c[1:]) if args.inference else prepare_train(args, *c)
+        for c in configurations
+    ]
+    timed = time_interleaved([p["run"] for p in prepared], args.warmup, args.steps)
+    rows = []
+    for p, (_, first, times, cpu, metrics) in zip(prepared, timed, strict=True):
+        timing = (p["compile_s"], first, times, cpu)
+        row = _row(p["config"], p["compiled"], *timing, p["flops"], peaks, args)
+        if p["objective"]:
+            row |= {"objective": p["objective"], "loss": round(float(metrics["loss"]), 4)}
+        rows.append(row)
+    return rows
 
 
 def _row(config, compiled, compile_s, first, times, cpu, flops, peaks, args) -> dict:
@@ -192,7 +227,7 @@ def _row(config, compiled, compile_s, first, times, cpu, flops, peaks, args) -> 
 def run_peer(args) -> dict:
     cmd = [args.peer_python, args.peer_script, "--impl", args.peer, "--size", args.size]
     cmd += ["--batch", str(args.batch), "--seq", str(args.seq), "--steps", str(args.steps)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=peer_env(args))
     if proc.returncode != 0:
         raise RuntimeError(f"peer benchmark failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -241,6 +276,7 @@ def main():
     p.add_argument("--peer-python", default=sys.executable, help="interpreter with the peer")
     p.add_argument("--peer-script", default=PEER_SCRIPT)
     p.add_argument("--rounds", type=int, default=1, help="alternating ours/peer rounds")
+    p.add_argument("--peer-malloc", default="user", choices=("user", "ours"), help=PEER_MALLOC)
     p.add_argument("--out", default=None, help="also write the JSON here")
     args = p.parse_args()
 
@@ -251,18 +287,18 @@ def main():
         d: matmul_peak(rows_tokens, size.hidden_size, size.intermediate_size, d)
         for d in _list(args.dtypes)
     }
+    configurations = [
+        (objective, layout, dtype, scan)
+        for objective in ([None] if args.inference else _list(args.objectives))
+        for layout in _list(args.layouts)
+        for dtype in _list(args.dtypes)
+        for scan in scans
+    ]
     rows, peers = [], []
     for r in range(args.rounds):
-        for objective in [None] if args.inference else _list(args.objectives):
-            for layout in _list(args.layouts):
-                for dtype in _list(args.dtypes):
-                    for scan in scans:
-                        if args.inference:
-                            row = measure_inference(args, layout, dtype, scan, peaks)
-                        else:
-                            row = measure_train(args, objective, layout, dtype, scan, peaks)
-                        rows.append(dict(row, round=r))
-                        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        for row in measure_round(args, configurations, peaks):
+            rows.append(dict(row, round=r))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
         if args.peer:
             peers.append(dict(run_peer(args), round=r))
             print(json.dumps(peers[-1]), file=sys.stderr, flush=True)
@@ -282,6 +318,7 @@ def main():
         "flax": flax.__version__,
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
+        "glibc_tunables": malloc_settings(args, bool(args.peer)),
         "ours": rows,
     }
     if peers:
