@@ -25,10 +25,6 @@ writes it.
 
 from __future__ import annotations
 
-from albert_jax.hostenv import use_huge_pages, without_added
-
-use_huge_pages()  # as the entry points do, before the imports below (peers: --peer-malloc)
-
 import argparse
 import json
 import os
@@ -212,28 +208,12 @@ def measure(args, layout: str) -> dict:
 PEER_GROUPS = {"all": lambda L: 1, "none": lambda L: L}  # layouts transformers can express
 
 
-PEER_MALLOC = (
-    "user: the peer runs as its users run it, without the malloc setting our entry points add "
-    "(albert_jax.hostenv); ours: with it, to tell the code's share from the allocator's"
-)
-
-
-def peer_env(args) -> dict[str, str]:
-    return dict(os.environ) if args.peer_malloc == "ours" else without_added()
-
-
-def malloc_settings(args, peer: bool) -> dict[str, str | None]:
-    """GLIBC_TUNABLES of ours and of the peer, for the JSON."""
-    peer = peer_env(args).get("GLIBC_TUNABLES", "") if peer else None
-    return {"ours": os.environ.get("GLIBC_TUNABLES", ""), "peer": peer}
-
-
 def run_peer(args, config, layout: str) -> dict:
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_finetune.py")
     cmd = [args.peer_python, script, "--size", args.size, "--batch", str(args.batch)]
     cmd += ["--groups", str(PEER_GROUPS[layout](config.num_layers))]
     cmd += ["--seq", str(args.seq), "--steps", str(args.steps), "--warmup", str(args.warmup)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=peer_env(args))
+    proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"peer benchmark failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     peer = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -264,7 +244,6 @@ def main():
     parser.add_argument("--remat", default="none", help="none | full | save_dots")
     parser.add_argument("--peer-python", default=None, help="interpreter for peer_finetune.py")
     parser.add_argument("--rounds", type=int, default=1, help="alternating ours/peer rounds")
-    parser.add_argument("--peer-malloc", default="user", choices=("user", "ours"), help=PEER_MALLOC)
     parser.add_argument("--out", default=None, help="also write the JSON here")
     args = parser.parse_args()
 
@@ -295,7 +274,6 @@ def main():
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "rounds": args.rounds,
-        "glibc_tunables": malloc_settings(args, bool(args.peer_python)),
         "ours": rows,
     }
     if peers:

@@ -15,24 +15,19 @@ median step, tokens/s, model TFLOP/s (`task.flops_per_example`, matmuls only, ev
 application counted), MFU = model FLOP/s over the matmul peak of that dtype, XLA's FLOPs, bytes
 accessed and temporary memory of the compiled step, and the loss. The peak is a plain `jnp.dot` of
 the FFN's shape ([batch*seq, H] x [H, I], bf16 inputs accumulating in f32 for bfloat16), timed
-in the same process just before. `--peer hf_flax|hf_torch` runs `../shared/peer/peer_bench.py`
+in the same process. `--peer hf_flax|hf_torch` runs `../shared/peer/peer_bench.py`
 (pretraining step of transformers' Flax ALBERT + optax LAMB, or PyTorch + AdamW, f32) with
 `--peer-python` after each round of ours, alternating for `--rounds`, and reports the peer's
 step over each of our configurations per round (`peer_step_over_ours`: > 1 means ours is
 faster). `none_over_all`: the not-shared step over the all-shared one at the same settings, per
 round (the sharing ablation's cost at equal FLOPs). Within a round every configuration is compiled
 first and then timed one step of each in turn, so that load from elsewhere on a shared machine
-hits all of them alike. Like the entry points, the script runs with huge-page malloc
-(`albert_jax.hostenv`); the peer without it unless `--peer-malloc ours`. `--inference`: the encoder's forward pass
-(AlbertModel) instead, shared against not shared at equal size (sharing saves parameters, not
-compute). One JSON document.
+hits all of them alike; MFU is against the best matmul rate of the invocation (measured before
+each round). `--inference`: the encoder's forward pass (AlbertModel) instead, shared against not
+shared at equal size (sharing saves parameters, not compute). One JSON document.
 """
 
 from __future__ import annotations
-
-from albert_jax.hostenv import use_huge_pages
-
-use_huge_pages()  # as the entry points do, before the imports below (peers: --peer-malloc)
 
 import argparse
 import json
@@ -50,10 +45,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from finetune_step import (  # benchmarks/ on sys.path
-    PEER_MALLOC,
     compile_step,
-    malloc_settings,
-    peer_env,
     time_interleaved,
     xla_cost,
 )
@@ -71,7 +63,7 @@ SIZES = ("tiny", "small", "base", "large", "xlarge", "xxlarge")
 PEER_SCRIPT = os.path.join(REPO, "..", "shared", "peer", "peer_bench.py")
 
 
-def matmul_peak(rows: int, hidden: int, inner: int, dtype: str, reps: int = 5) -> float:
+def matmul_peak(rows: int, hidden: int, inner: int, dtype: str, reps: int = 10) -> float:
     """FLOP/s of x [rows, H] @ w [H, I] in `dtype` (f32 accumulation), best of `reps`."""
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.standard_normal((rows, hidden)), dtype)
@@ -182,7 +174,7 @@ def prepare_inference(args, layout, dtype, scan) -> dict:
     }
 
 
-def measure_round(args, configurations, peaks) -> list[dict]:
+def measure_round(args, configurations) -> list[dict]:
     """Every configuration compiled, then timed one step of each in turn (`time_interleaved`)."""
     prepared = [
         prepare_inference(args, *c[1:]) if args.inference else prepare_train(args, *c)
@@ -192,14 +184,14 @@ def measure_round(args, configurations, peaks) -> list[dict]:
     rows = []
     for p, (_, first, times, cpu, metrics) in zip(prepared, timed, strict=True):
         timing = (p["compile_s"], first, times, cpu)
-        row = _row(p["config"], p["compiled"], *timing, p["flops"], peaks, args)
+        row = _row(p["config"], p["compiled"], *timing, p["flops"], args)
         if p["objective"]:
             row |= {"objective": p["objective"], "loss": round(float(metrics["loss"]), 4)}
         rows.append(row)
     return rows
 
 
-def _row(config, compiled, compile_s, first, times, cpu, flops, peaks, args) -> dict:
+def _row(config, compiled, compile_s, first, times, cpu, flops, args) -> dict:
     step_s = statistics.median(times)
     memory = compiled.memory_analysis()
     row = {
@@ -216,7 +208,6 @@ def _row(config, compiled, compile_s, first, times, cpu, flops, peaks, args) -> 
         "step_cpu_s": round(statistics.median(cpu), 4),
         "tokens_per_s": round(args.batch * args.seq / step_s, 1),
         "model_tflops_per_s": round(flops / step_s / 1e12, 4),
-        "mfu": round(flops / step_s / peaks[config.dtype], 3),
     }
     if jax.default_backend() != "cpu":
         stats = jax.devices()[0].memory_stats() or {}
@@ -227,7 +218,7 @@ def _row(config, compiled, compile_s, first, times, cpu, flops, peaks, args) -> 
 def run_peer(args) -> dict:
     cmd = [args.peer_python, args.peer_script, "--impl", args.peer, "--size", args.size]
     cmd += ["--batch", str(args.batch), "--seq", str(args.seq), "--steps", str(args.steps)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=peer_env(args))
+    proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"peer benchmark failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -276,17 +267,13 @@ def main():
     p.add_argument("--peer-python", default=sys.executable, help="interpreter with the peer")
     p.add_argument("--peer-script", default=PEER_SCRIPT)
     p.add_argument("--rounds", type=int, default=1, help="alternating ours/peer rounds")
-    p.add_argument("--peer-malloc", default="user", choices=("user", "ours"), help=PEER_MALLOC)
     p.add_argument("--out", default=None, help="also write the JSON here")
     args = p.parse_args()
 
     scans = {"true": [True], "false": [False], "both": [True, False]}[args.scan]
     size = presets.get(f"albert-{args.size}")
-    rows_tokens = args.batch * args.seq
-    peaks = {
-        d: matmul_peak(rows_tokens, size.hidden_size, size.intermediate_size, d)
-        for d in _list(args.dtypes)
-    }
+    tokens = args.batch * args.seq
+    peaks = {d: 0.0 for d in _list(args.dtypes)}  # the best seen: measured before every round
     configurations = [
         (objective, layout, dtype, scan)
         for objective in ([None] if args.inference else _list(args.objectives))
@@ -296,12 +283,17 @@ def main():
     ]
     rows, peers = [], []
     for r in range(args.rounds):
-        for row in measure_round(args, configurations, peaks):
+        for d, best in peaks.items():
+            peak = matmul_peak(tokens, size.hidden_size, size.intermediate_size, d)
+            peaks[d] = max(best, peak)
+        for row in measure_round(args, configurations):
             rows.append(dict(row, round=r))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
         if args.peer:
             peers.append(dict(run_peer(args), round=r))
             print(json.dumps(peers[-1]), file=sys.stderr, flush=True)
+    for row in rows:  # MFU against the best matmul rate seen in the invocation
+        row["mfu"] = round(row["model_tflops_per_s"] * 1e12 / peaks[row["dtype"]], 3)
     result = {
         "benchmark": "inference" if args.inference else "train_step",
         "size": args.size,
@@ -318,7 +310,6 @@ def main():
         "flax": flax.__version__,
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
-        "glibc_tunables": malloc_settings(args, bool(args.peer)),
         "ours": rows,
     }
     if peers:

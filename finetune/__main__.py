@@ -11,10 +11,6 @@ the command resumes.
 
 from __future__ import annotations
 
-from albert_jax.hostenv import use_huge_pages
-
-use_huge_pages()  # re-executes this process with huge-page malloc before the imports below
-
 import os
 
 from absl import app, flags

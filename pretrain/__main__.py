@@ -15,10 +15,6 @@ with the checkpoint's tokenizer (or `data.tokenizer_model`), and heads it lacks 
 
 from __future__ import annotations
 
-from albert_jax.hostenv import use_huge_pages
-
-use_huge_pages()  # re-executes this process with huge-page malloc before the imports below
-
 import json
 
 import jax
