@@ -12,8 +12,10 @@ import jax.numpy as jnp
 
 
 def _nll(logits, labels):
+    """-log p(label) through a one-hot product, as the reference: its gradient stays elementwise
+    (`take_along_axis`'s is a scatter into a zero-filled [B, P, V] buffer)."""
     logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-    return -jnp.take_along_axis(logp, labels[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    return -jnp.sum(logp * jax.nn.one_hot(labels, logp.shape[-1], dtype=logp.dtype), axis=-1)
 
 
 def mlm_denominator(weights):

@@ -250,6 +250,14 @@ MUTANTS = [
         ("tests/test_losses.py",),
     ),
     Mutant(
+        "losses-nll-one-hot-off-by-one",
+        LOSSES,
+        "jax.nn.one_hot(labels, logp.shape[-1], dtype=logp.dtype)",
+        "jax.nn.one_hot(labels + 1, logp.shape[-1], dtype=logp.dtype)",
+        "the cross-entropy picks the log-probability of the next class, not the label's",
+        ("tests/test_losses.py",),
+    ),
+    Mutant(
         "losses-mlm-plain-mean",
         LOSSES,
         "return jnp.sum(weights * _nll(logits, label_ids)) / denominator",
