@@ -44,11 +44,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from finetune_step import (  # benchmarks/ on sys.path
-    compile_step,
-    time_interleaved,
-    xla_cost,
-)
+from finetune_step import compile_step, time_interleaved, xla_cost  # benchmarks/ on sys.path
 from report import emit
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -134,11 +130,14 @@ def prepare_train(args, objective, layout, dtype, scan) -> dict:
     batch = make_batch(args.vocab, args.batch, args.seq, args.preds)
     state, compiled, compile_s, batch = compile_step(task, tx, schedule, batch)
     flops = task.flops_per_example() * args.batch
-    run = (compiled, state, batch)
-    return dict(config=task.model_config, run=run, compiled=compiled, compile_s=compile_s) | {
-        "flops": flops,
-        "objective": objective,
-    }
+    return dict(
+        config=task.model_config,
+        run=(compiled, state, batch),
+        compiled=compiled,
+        compile_s=compile_s,
+        flops=flops,
+        objective=objective,
+    )
 
 
 def make_task_for(config, model_config):
@@ -167,11 +166,14 @@ def prepare_inference(args, layout, dtype, scan) -> dict:
     from albert_jax.train.metrics import encoder_flops_per_token
 
     flops = args.batch * args.seq * encoder_flops_per_token(config, args.seq)
-    run = (step, params, ids)
-    return dict(config=config, run=run, compiled=compiled, compile_s=compile_s) | {
-        "flops": flops,
-        "objective": None,
-    }
+    return dict(
+        config=config,
+        run=(step, params, ids),
+        compiled=compiled,
+        compile_s=compile_s,
+        flops=flops,
+        objective=None,
+    )
 
 
 def measure_round(args, configurations) -> list[dict]:
