@@ -133,15 +133,20 @@ def time_steps(step, state, batch, warmup: int, steps: int):
 def time_interleaved(runs, warmup: int, steps: int) -> list[tuple]:
     """`time_steps` for several (step, state, batch) at once, one step of each in turn, so that
     load from elsewhere on a shared machine hits them alike and their ratios stay meaningful."""
-    out = [[state, [], [], None] for _, state, _ in runs]
+    states = [state for _, state, _ in runs]
+    metrics = [None] * len(runs)
+    times, cpu = [[] for _ in runs], [[] for _ in runs]
     for _ in range(1 + warmup + steps):
-        for (step, _, batch), o in zip(runs, out, strict=True):
+        for i, (step, _, batch) in enumerate(runs):
             t, c = time.perf_counter(), time.process_time()
-            o[0], o[3] = step(o[0], batch)
-            jax.block_until_ready((o[0], o[3]))
-            o[1].append(time.perf_counter() - t)
-            o[2].append(time.process_time() - c)
-    return [(st, t[0], t[1 + warmup :], c[1 + warmup :], m) for st, t, c, m in out]
+            states[i], metrics[i] = step(states[i], batch)
+            jax.block_until_ready((states[i], metrics[i]))
+            times[i].append(time.perf_counter() - t)
+            cpu[i].append(time.process_time() - c)
+    return [
+        (states[i], times[i][0], times[i][1 + warmup :], cpu[i][1 + warmup :], metrics[i])
+        for i in range(len(runs))
+    ]
 
 
 def jitted_step(task, tx, schedule):

@@ -9,8 +9,8 @@ Per configuration (layout x dtype x remat, scanned encoder unless `--scan false`
 the compiled step's arguments (train state and batch), temporaries (activations kept for the
 backward pass, gradients, workspace) and total, then the largest batch whose total fits
 `--budget-gb`, found by doubling then bisection over compiled steps. The step is the trainer's
-(`compile_and_time`'s: donated state, 1-device mesh) of the MLM+SOP task with ALBERT's LAMB. On a
-GPU or TPU `--run` also executes the step at `--batch` and reports the device's
+(`finetune_step.jitted_step`: donated state, 1-device mesh) of the MLM+SOP task with ALBERT's
+LAMB. On a GPU or TPU `--run` also executes the step at `--batch` and reports the device's
 `peak_bytes_in_use`. One JSON document.
 """
 
