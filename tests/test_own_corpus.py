@@ -485,3 +485,25 @@ def test_a_batch_that_does_not_split_over_the_devices_is_named(texts, tmp_path):
     d.data_dir, d.global_batch_size = str(tmp_path / "data"), 4
     with pytest.raises(TrainConfigError, match="batch of 4 .* 8 devices .* multiple of 8"):
         train(config, str(tmp_path / "w"), PretrainingTask(config, resolve_paths(d)))
+
+
+def test_a_warmup_longer_than_the_run_is_named(texts, tmp_path):
+    """--config.total_steps=20 under the default 100 warmup steps: the optim keys named, as an
+    input error (the CLI's one line and exit status 2), before anything is written."""
+    from albert_jax.data.pipeline import resolve_paths
+    from albert_jax.train.pretraining import PretrainingTask
+    from albert_jax.train.trainer import TrainConfigError, train
+    from configs.pretrain import cpu_small
+
+    config = cpu_small.get_config()
+    d = config.data
+    d.input_files, d.input_format = str(texts / "texts"), "text"
+    d.tokenizer_model, d.vocab_size = SP_FIXTURE, 120
+    d.data_dir, config.total_steps = str(tmp_path / "data"), 20
+    assert config.optim.warmup_steps == 100 and config.optim.total_steps == 20
+    workdir = tmp_path / "w"
+    with pytest.raises(
+        TrainConfigError, match=r"optim: .*warmup_steps \(100\) <= total_steps \(20\)"
+    ):
+        train(config, str(workdir), PretrainingTask(config, resolve_paths(d)))
+    assert not os.path.exists(workdir / "checkpoints")

@@ -321,9 +321,12 @@ def train(config, workdir: str, task) -> dict[str, float]:
     batch_size = int(task.global_batch_size)
     check_batch(batch_size, accum, mesh)
     rules = _rules(config)
-    tx, schedule = make_optimizer(
-        config.optim, task.model_config, param_shapes(task), stacked=stacked_paths(task)
-    )
+    try:
+        tx, schedule = make_optimizer(
+            config.optim, task.model_config, param_shapes(task), stacked=stacked_paths(task)
+        )
+    except ValueError as e:  # a bad optim.* value (steps, name, multipliers): one line, exit 2
+        raise TrainConfigError(f"optim: {e}") from e
     init, shardings, abstract = create_state(task, tx, mesh, rules, int(config.seed))
     batch_shard = partitioning.batch_sharding(mesh)
 
