@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from albert_jax import AlbertForPreTraining, presets
+from albert_jax import AlbertForPreTraining, cli, presets
 from albert_jax.losses import pretraining_loss
 
 
@@ -81,6 +81,7 @@ def measure(config, args):
 
 
 def main():
+    kept = cli.keep_freed_memory()  # host memory as the entry points have it
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="albert-base")
     parser.add_argument("--layout", default="all")
@@ -110,6 +111,7 @@ def main():
         "backend": jax.default_backend(),
         "jax": jax.__version__,
         "machine": platform.machine(),
+        "host_memory_kept": kept,
         "results": results,
         # compile(L=max) / compile(L=min): ~1 means flat with depth
         "scan_growth": round(by[(True, hi)] / by[(True, lo)], 2),

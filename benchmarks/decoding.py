@@ -22,13 +22,14 @@ import time
 import jax
 import numpy as np
 
-from albert_jax import presets
+from albert_jax import cli, presets
 from albert_jax.decoding import Decoder, generate
 from albert_jax.heads import AlbertForSeq2Seq
 from albert_jax.model import init_params
 
 
 def main(argv=None):
+    kept = cli.keep_freed_memory()  # host memory as the entry points have it
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--preset", default="albert-base")
     p.add_argument("--layout", default="all", help="all | none | groups:G ...")
@@ -68,6 +69,7 @@ def main(argv=None):
         "beam_size": args.beam,
         "backend": jax.default_backend(),
         "machine": platform.machine(),
+        "host_memory_kept": kept,
         "seconds": {k: statistics.median(v) for k, v in times.items()},
         "tokens_per_s": {k: tokens / statistics.median(v) for k, v in times.items()},
         "same_output": outputs["cached"] == outputs["uncached"],

@@ -44,7 +44,7 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec
 from report import emit  # benchmarks/report.py (this script's directory is on sys.path)
 
-from albert_jax import partitioning, presets
+from albert_jax import cli, partitioning, presets
 from albert_jax.heads import AlbertForSequenceClassification
 from albert_jax.optim import make_optimizer
 from albert_jax.train.trainer import create_state, make_train_step
@@ -234,6 +234,7 @@ def run_peer(args, config, layout: str) -> dict:
 
 
 def main():
+    kept = cli.keep_freed_memory()  # host memory as the entry points have it
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", default="base", choices=SIZES, help="preset albert-SIZE")
     parser.add_argument("--batch", type=int, default=8)
@@ -277,6 +278,7 @@ def main():
         "jax": jax.__version__,
         "flax": flax.__version__,
         "machine": platform.machine(),
+        "host_memory_kept": kept,
         "cpus": os.cpu_count(),
         "rounds": args.rounds,
         "ours": rows,

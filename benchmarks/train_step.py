@@ -50,7 +50,7 @@ from report import emit
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
 
-from albert_jax import presets  # noqa: E402
+from albert_jax import cli, presets  # noqa: E402
 from albert_jax.model import AlbertModel  # noqa: E402
 from albert_jax.optim import make_optimizer  # noqa: E402
 from albert_jax.train import trainer  # noqa: E402
@@ -251,6 +251,7 @@ def _list(value: str) -> list[str]:
 
 
 def main():
+    kept = cli.keep_freed_memory()  # host memory as the entry points have it
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--size", default="base", choices=SIZES, help="preset albert-SIZE")
     p.add_argument("--batch", type=int, default=8)
@@ -311,6 +312,7 @@ def main():
         "jax": jax.__version__,
         "flax": flax.__version__,
         "machine": platform.machine(),
+        "host_memory_kept": kept,
         "cpus": os.cpu_count(),
         "ours": rows,
     }

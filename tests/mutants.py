@@ -58,6 +58,7 @@ ELECTRA = "albert_jax/electra.py"
 ELECTRA_TESTS = "tests/test_electra.py"
 LOSSES = "albert_jax/losses.py"
 OPTIM = "albert_jax/optim.py"
+CLI = "albert_jax/cli.py"
 MASKING = "albert_jax/data/masking.py"
 PAIRS = "albert_jax/data/pairs.py"
 PIPELINE = "albert_jax/data/pipeline.py"
@@ -357,6 +358,22 @@ MUTANTS = [
         "tx = optax.chain(clip_by_global_norm(1.0), tx)",
         "the configured clip_norm is ignored (always 1.0, the default)",
         ("tests/test_optim.py::test_make_optimizer_defaults_and_clipping",),
+    ),
+    Mutant(
+        "cli-malloc-per-thread-arenas",
+        CLI,
+        "settings = ((_M_ARENA_MAX, 1), (_M_MMAP_MAX, 0),",
+        "settings = ((_M_MMAP_MAX, 0),",
+        "XLA's worker threads keep their own arenas, which mmap and unmap every step's blocks",
+        ("tests/test_cli.py",),
+    ),
+    Mutant(
+        "cli-malloc-not-applied",
+        CLI,
+        '    `keep_freed_memory()`."""\n    keep_freed_memory()',
+        '    `keep_freed_memory()`."""',
+        "the entry points leave glibc's allocator as it is",
+        ("tests/test_cli.py",),
     ),
     Mutant(
         "optim-clip-scales-up-small-gradients",
