@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import optax
+from report import emit  # benchmarks/ on sys.path
 
 from albert_jax import AlbertForPreTraining, cli, presets
 from albert_jax.losses import pretraining_loss
@@ -89,6 +91,7 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--max_predictions", type=int, default=20)
+    parser.add_argument("--out", default=None, help="also write the JSON here")
     args = parser.parse_args()
 
     results = []
@@ -99,7 +102,7 @@ def main():
             )
             row = {"layers": layers, "scan_layers": scan, **measure(config, args)}
             results.append(row)
-            print(json.dumps(row), flush=True)
+            print(json.dumps(row), file=sys.stderr, flush=True)
     by = {(r["scan_layers"], r["layers"]): r["compile_s"] for r in results}
     lo, hi = min(args.layers), max(args.layers)
     summary = {
@@ -118,7 +121,7 @@ def main():
         "unrolled_growth": round(by[(False, hi)] / by[(False, lo)], 2),
         f"unrolled_over_scan_at_L{hi}": round(by[(False, hi)] / by[(True, hi)], 2),
     }
-    print(json.dumps(summary, indent=2))
+    emit(summary, args.out)
 
 
 if __name__ == "__main__":

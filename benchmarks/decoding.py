@@ -14,13 +14,13 @@ the two are also compared: they must be identical.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import time
 
 import jax
 import numpy as np
+from report import emit  # benchmarks/ on sys.path
 
 from albert_jax import cli, presets
 from albert_jax.decoding import Decoder, generate
@@ -38,6 +38,7 @@ def main(argv=None):
     p.add_argument("--new", type=int, default=32, help="tokens generated per example")
     p.add_argument("--beam", type=int, default=1)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--out", default=None, help="also write the JSON here")
     args = p.parse_args(argv)
 
     config = presets.get(args.preset).with_layout(args.layout)
@@ -77,7 +78,7 @@ def main(argv=None):
     result["speedup_cached_over_uncached"] = (
         result["tokens_per_s"]["cached"] / result["tokens_per_s"]["uncached"]
     )
-    print(json.dumps(result, indent=2))
+    emit(result, args.out)
     return result
 
 
