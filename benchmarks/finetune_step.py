@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -149,11 +150,13 @@ def time_interleaved(runs, warmup: int, steps: int) -> list[tuple]:
     ]
 
 
-def jitted_step(task, tx, schedule):
-    """The trainer's train step for `task`, jitted on a 1-device mesh with the state donated, and
-    what feeds it: (step, jitted init(key) -> state, batch sharding, mesh). Trace it under
-    `jax.set_mesh(mesh)` and the default logical rules."""
-    mesh = partitioning.make_mesh((1, 1, 1))
+def jitted_step(task, tx, schedule, mesh_shape=(1, 1, 1)):
+    """The trainer's train step for `task`, jitted with the state donated on a ('data', 'fsdp',
+    'tensor') mesh of the first devices (one by default), and what feeds it: (step, jitted
+    init(key) -> state, batch sharding, mesh). Trace it under `jax.set_mesh(mesh)` and the default
+    logical rules."""
+    devices = jax.devices()[: math.prod(mesh_shape)]
+    mesh = partitioning.make_mesh(mesh_shape, devices)
     init, shardings, _ = create_state(task, tx, mesh, partitioning.DEFAULT_RULES, seed=0)
     step = jax.jit(
         make_train_step(task, tx, schedule, mesh, accum_steps=1),

@@ -1,22 +1,29 @@
-"""Memory of a pretraining train step, with and without remat, and the largest batch that fits a
-budget, from XLA's own memory analysis of the compiled step (nothing is run, so it answers for
-sizes this machine could not execute).
+"""Memory of a pretraining train step per chip, with and without remat, and the largest batch per
+chip that fits a budget, from XLA's own memory analysis of the compiled step (nothing is run, so it
+answers for sizes and chip counts this machine could not execute).
 
     python benchmarks/memory.py --size base --seq 512 --budget-gb 16
     python benchmarks/memory.py --size large --budget-gb 80 --layouts all --remat none,full
+    python benchmarks/memory.py --size xxlarge --dtypes bfloat16 --remat save_dots \
+        --mesh 1,16,1 --batch 32 --budget-gb 32       # configs/pretrain/tpu_pod.py, per chip
 
 Per configuration (layout x dtype x remat, scanned encoder unless `--scan false`): at `--batch`
-the compiled step's arguments (train state and batch), temporaries (activations kept for the
-backward pass, gradients, workspace) and total, then the largest batch whose total fits
-`--budget-gb`, found by doubling then bisection over compiled steps. The step is the trainer's
-(`finetune_step.jitted_step`: donated state, 1-device mesh) of the MLM+SOP task with ALBERT's
-LAMB. On a GPU or TPU `--run` also executes the step at `--batch` and reports the device's
+sequences per chip, the compiled step's arguments (train state and batch), temporaries
+(activations kept for the backward pass, gradients, workspace) and total on one chip, then the
+largest batch per chip whose total fits `--budget-gb`, found by doubling then bisection over
+compiled steps. `--mesh data,fsdp,tensor` compiles the step SPMD-partitioned over that many
+devices as the trainer's `mesh_shape` places it (parameters and optimizer state split over 'fsdp'
+and 'tensor', the batch over 'data' x 'fsdp', so the global batch is `--batch` x data x fsdp); on
+a CPU it makes that many host devices, so a laptop answers for a pod slice's chip. The step is the
+trainer's (`finetune_step.jitted_step`: donated state) of the MLM+SOP task with ALBERT's LAMB. On
+a GPU or TPU `--run` also executes the step at `--batch` and reports the device's
 `peak_bytes_in_use`. One JSON document.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -37,13 +44,20 @@ from albert_jax.train.trainer import stacked_paths  # noqa: E402
 GB = 1e9
 
 
+def batch_shards(mesh_shape) -> int:
+    """Devices the batch is split over: 'data' x 'fsdp' (`partitioning.DEFAULT_RULES`)."""
+    return mesh_shape[0] * mesh_shape[1]
+
+
 def compiled_step(args, layout: str, dtype: str, remat: str, batch: int):
-    """The jitted train step lowered and compiled for `batch` sequences, on abstract inputs."""
+    """The jitted train step lowered and compiled for `batch` sequences per chip (the global batch
+    is that times the batch shards of `args.mesh`), on abstract inputs."""
+    batch *= batch_shards(args.mesh)
     args = argparse.Namespace(**{**vars(args), "batch": batch, "remat": remat})
     config = run_config(args, "mlm+sop")
     task = make_task_for(config, model_config(args, layout, dtype, args.scan == "true"))
     tx, schedule = make_optimizer(config.optim, task.model_config, stacked=stacked_paths(task))
-    step, init, batch_shard, mesh = jitted_step(task, tx, schedule)
+    step, init, batch_shard, mesh = jitted_step(task, tx, schedule, args.mesh)
     data = make_batch(args.vocab, batch, args.seq, args.preds)
     with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.DEFAULT_RULES):
         state = jax.eval_shape(init, jax.random.PRNGKey(0))
@@ -53,6 +67,7 @@ def compiled_step(args, layout: str, dtype: str, remat: str, batch: int):
 
 
 def footprint(compiled) -> dict:
+    """One chip's bytes: an SPMD-partitioned program's analysis is of one device's program."""
     m = compiled.memory_analysis()
     total = m.argument_size_in_bytes + m.temp_size_in_bytes + m.output_size_in_bytes
     total -= m.alias_size_in_bytes  # the donated state is written in place
@@ -64,7 +79,8 @@ def footprint(compiled) -> dict:
 
 
 def largest_batch(args, layout, dtype, remat) -> tuple[int, list]:
-    """Largest batch whose compiled total fits the budget (0 if not even 1), and the probes."""
+    """Largest batch per chip whose compiled total fits the budget (0 if not even 1), and the
+    probes."""
     probes = []
 
     def fits(b):
@@ -98,7 +114,7 @@ def run_once(built) -> float | None:
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--size", default="base")
-    p.add_argument("--batch", type=int, default=8, help="the batch whose footprint is reported")
+    p.add_argument("--batch", type=int, default=8, help="sequences per chip for the footprint")
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--preds", type=int, default=20)
     p.add_argument("--vocab", type=int, default=30000)
@@ -109,8 +125,16 @@ def main():
     p.add_argument("--budget-gb", type=float, default=16.0)
     p.add_argument("--max-batch", type=int, default=4096)
     p.add_argument("--run", action="store_true", help="also run the step (peak bytes on GPU/TPU)")
+    p.add_argument(
+        "--mesh", default="1,1,1", help="data,fsdp,tensor devices (trainer's mesh_shape)"
+    )
     p.add_argument("--out", default=None, help="also write the JSON here")
     args = p.parse_args()
+    args.mesh = tuple(int(n) for n in args.mesh.split(","))
+    if len(args.mesh) != 3 or min(args.mesh) < 1:
+        p.error(f"--mesh {args.mesh}: expected three positive sizes data,fsdp,tensor")
+    if math.prod(args.mesh) > 1:  # host devices to partition over; GPUs/TPUs are what they are
+        jax.config.update("jax_num_cpu_devices", math.prod(args.mesh))
     rows = []
     for layout in args.layouts.split(","):
         for dtype in args.dtypes.split(","):
@@ -127,7 +151,8 @@ def main():
             "benchmark": "memory",
             "size": args.size,
             "seq": args.seq,
-            "batch": args.batch,
+            "batch_per_chip": args.batch,
+            "mesh": dict(zip(partitioning.MESH_AXES, args.mesh, strict=True)),
             "budget_gb": args.budget_gb,
             "scan_layers": args.scan == "true",
             "backend": jax.default_backend(),

@@ -23,11 +23,30 @@ def bench(*args):
     return json.loads(done.stdout)
 
 
+FAKE_PEER = """import json, sys
+assert sys.argv[1:3] == ["--impl", "hf_flax"], sys.argv
+print("peer log line")
+print(json.dumps({"impl": "hf_flax", "step_s": 2.5}))
+"""
+
+
 @pytest.mark.slow
-def test_train_step_reports_every_configuration_against_its_peak():
+def test_train_step_reports_every_configuration_against_its_peak(tmp_path):
+    peer = tmp_path / "peer.py"  # stands in for ../shared/peer/peer_bench.py: a known step time
+    peer.write_text(FAKE_PEER)
     result = bench("--objectives", "mlm+sop,electra", "--layouts", "all,none", "--dtypes",
-                   "float32,bfloat16")  # fmt: skip
+                   "float32,bfloat16", "--peer", "hf_flax", "--peer-script", str(peer))  # fmt: skip
     rows = result["ours"]
+    assert result["peer"] == [{"impl": "hf_flax", "step_s": 2.5, "round": 0}]
+    for name, over in (("peer_step_over_ours", "step_s"), ("peer_step_over_step_at_peak",
+                                                          "step_at_peak_s")):  # fmt: skip
+        by_config = result[name]
+        assert len(by_config) == len(rows)
+        for r in rows:
+            name = f"{r['objective']} {r['layout']} {r['dtype']} scan remat=none"
+            assert by_config[name]["rounds"] == [round(2.5 / r[over], 3)]
+    for r in rows:  # the model FLOPs at the peak take the step's time times its MFU
+        assert r["step_at_peak_s"] == pytest.approx(r["mfu"] * r["step_s"], rel=0.02)
     combos = {(r["objective"], r["layout"], r["dtype"], r["scan_layers"]) for r in rows}
     assert len(rows) == len(combos) == 2 * 2 * 2
     peaks = result["matmul_peak_tflops"]
@@ -91,3 +110,29 @@ def test_memory_finds_the_largest_batch_under_the_budget():
         assert min(p["batch"] for p in over) > row["largest_batch"]
         gap = min(p["batch"] for p in over) - row["largest_batch"]
         assert gap <= max(1, row["largest_batch"] // 16)  # bisected to within ~6 %
+
+
+def memory_json(*args):
+    script = os.path.join(REPO, "benchmarks", "memory.py")
+    cmd = [sys.executable, script, "--size", "tiny", "--seq", "32", "--vocab", "500", "--preds",
+           "4", "--layouts", "all", "--remat", "none", "--budget-gb", "0.05", *args]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+@pytest.mark.slow
+def test_memory_is_per_chip_over_a_mesh():
+    """`--mesh`: the step partitioned over host devices as the trainer's mesh_shape places it. FSDP
+    splits the state over chips (arguments about halve), data parallelism does not; the batch is
+    per chip, so a chip's activations stay those of `--batch` sequences whatever the mesh."""
+    one, fsdp, data = (memory_json("--mesh", m) for m in ("1,1,1", "1,2,1", "2,1,1"))
+    assert fsdp["mesh"] == {"data": 1, "fsdp": 2, "tensor": 1} and fsdp["batch_per_chip"] == 8
+    (one,), (fsdp,), (data,) = one["rows"], fsdp["rows"], data["rows"]
+    assert fsdp["arguments_gb"] == pytest.approx(one["arguments_gb"] / 2, rel=0.15)
+    assert data["arguments_gb"] == pytest.approx(one["arguments_gb"], rel=0.05)
+    assert data["temp_gb"] == pytest.approx(one["temp_gb"], rel=0.15)  # + the gradient all-reduce
+    assert fsdp["largest_batch"] >= one["largest_batch"] > 0  # the freed state holds more
+    with pytest.raises(AssertionError, match="--mesh"):
+        memory_json("--mesh", "2,0,1")
