@@ -245,7 +245,7 @@ def ratios(rows: list[dict], ratio) -> dict[str, dict]:
     by: dict[str, list[float]] = {}
     for row in rows:
         by.setdefault(key(row), []).append(round(ratio(row), 3))
-    return {k: {"rounds": v, "median": statistics.median(v)} for k, v in by.items()}
+    return {k: {"rounds": v, "median": round(statistics.median(v), 3)} for k, v in by.items()}
 
 
 def _list(value: str) -> list[str]:

@@ -4,8 +4,10 @@
       --config.data.input_format=text --config.data.input_files=/data/corpus.txt
 
 Global batch 4096 as 64 micro-batches of 64 (gradient accumulation), bfloat16 compute with float32
-parameters, matmul outputs kept for the backward pass (remat save_dots). Set
-`peak_flops_per_device` for your GPU to get MFU (989e12 is H100 SXM bf16 dense).
+parameters, matmul outputs kept for the backward pass (remat save_dots): one micro-batch's step
+takes 27.7 GB (`benchmarks/memory.py --size base --dtypes bfloat16 --remat save_dots --batch 64`),
+so a 40 GB GPU holds it (CPU-compiled estimate). Set `peak_flops_per_device` for your GPU to get
+MFU (989e12 is H100 SXM bf16 dense).
 """
 
 from configs.pretrain import paper

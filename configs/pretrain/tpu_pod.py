@@ -8,8 +8,12 @@ Run the same command on every host (e.g. `gcloud compute tpus tpu-vm ssh NAME --
 `jax.distributed.initialize()` discovers the pod (no addresses needed); each host reads its own
 shard of the corpus and feeds global_batch / num_hosts examples per step; parameters and optimizer
 state are sharded FSDP over 16 chips within each of the data-parallel groups; all hosts write their
-checkpoint shards. The workdir and data_dir must be on a filesystem every host sees. Build the
-corpus once beforehand with `python -m pretrain.prepare_data`.
+checkpoint shards. The global batch of 4096 runs as 4 micro-batches, 8 sequences per chip on 128
+chips: `benchmarks/memory.py --size xxlarge --dtypes bfloat16 --remat save_dots --mesh 1,16,1`
+puts one chip's step at 18.7 GB with 8 sequences, 72 GB with 32 (a v4 chip has 32 GB). On more
+chips lower grad_accum_steps (`--config.grad_accum_steps=2` on 256 chips keeps 8 per chip). The
+workdir and data_dir must be on a filesystem every host sees. Build the corpus once beforehand
+with `python -m pretrain.prepare_data`.
 """
 
 from configs.pretrain import paper
@@ -19,6 +23,7 @@ def get_config(arg: str = "albert-xxlarge"):
     c = paper.get_config(arg)
     c.distributed.enabled = True
     c.mesh_shape = (-1, 16, 1)  # ('data', 'fsdp', 'tensor')
+    c.grad_accum_steps = 4  # 8 sequences per chip on 128 chips (see the docstring)
     c.peak_flops_per_device = 275e12  # TPU v4 bf16
     c.checkpoint_every = 2000
     c.keep_checkpoint_every = 25000
