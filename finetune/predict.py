@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 
+from albert_jax import cli
 from albert_jax.checkpoint import CheckpointError
 from albert_jax.convert import ConversionError
 from albert_jax.tasks.data import DataError
@@ -36,4 +37,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    cli.keep_freed_memory()  # as under cli.run: forward passes reuse their host buffers
     sys.exit(main())
