@@ -130,9 +130,10 @@ def main():
     )
     p.add_argument("--out", default=None, help="also write the JSON here")
     args = p.parse_args()
-    args.mesh = tuple(int(n) for n in args.mesh.split(","))
-    if len(args.mesh) != 3 or min(args.mesh) < 1:
+    sizes = args.mesh.split(",")
+    if len(sizes) != 3 or not all(n.isdigit() and int(n) > 0 for n in sizes):
         p.error(f"--mesh {args.mesh}: expected three positive sizes data,fsdp,tensor")
+    args.mesh = tuple(int(n) for n in sizes)
     if math.prod(args.mesh) > 1:  # host devices to partition over; GPUs/TPUs are what they are
         jax.config.update("jax_num_cpu_devices", math.prod(args.mesh))
     rows = []

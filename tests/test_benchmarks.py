@@ -134,5 +134,6 @@ def test_memory_is_per_chip_over_a_mesh():
     assert data["arguments_gb"] == pytest.approx(one["arguments_gb"], rel=0.05)
     assert data["temp_gb"] == pytest.approx(one["temp_gb"], rel=0.15)  # + the gradient all-reduce
     assert fsdp["largest_batch"] >= one["largest_batch"] > 0  # the freed state holds more
-    with pytest.raises(AssertionError, match="--mesh"):
-        memory_json("--mesh", "2,0,1")
+    for bad in ("2,0,1", "2,x,1", "2,1"):
+        with pytest.raises(AssertionError, match=f"--mesh {bad}: expected three positive sizes"):
+            memory_json("--mesh", bad)
