@@ -17,10 +17,11 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
 MESH_AXES = ("data", "fsdp", "tensor")
+BATCH_AXES = ("data", "fsdp")  # the mesh axes a batch is split over
 
 DEFAULT_RULES: tuple[tuple[str, Any], ...] = (
     # activations
-    ("batch", ("data", "fsdp")),
+    ("batch", BATCH_AXES),
     ("length", None),
     ("act_hidden", None),
     # parameters: the wide axes go to 'tensor', the model width to 'fsdp'
@@ -93,4 +94,9 @@ def init_sharded(model: nn.Module, rng, mesh, rules=DEFAULT_RULES, seq_len: int 
 
 def batch_sharding(mesh) -> NamedSharding:
     """Batch-major inputs (any rank) split over ('data', 'fsdp') along their first axis."""
-    return NamedSharding(mesh, PartitionSpec(("data", "fsdp")))
+    return NamedSharding(mesh, PartitionSpec(BATCH_AXES))
+
+
+def batch_shards(mesh_shape) -> int:
+    """Devices a batch is split over; `mesh_shape` is a mesh's `.shape` or {axis name: size}."""
+    return math.prod(int(mesh_shape[axis]) for axis in BATCH_AXES)

@@ -44,15 +44,10 @@ from albert_jax.train.trainer import stacked_paths  # noqa: E402
 GB = 1e9
 
 
-def batch_shards(mesh_shape) -> int:
-    """Devices the batch is split over: 'data' x 'fsdp' (`partitioning.DEFAULT_RULES`)."""
-    return mesh_shape[0] * mesh_shape[1]
-
-
 def compiled_step(args, layout: str, dtype: str, remat: str, batch: int):
     """The jitted train step lowered and compiled for `batch` sequences per chip (the global batch
     is that times the batch shards of `args.mesh`), on abstract inputs."""
-    batch *= batch_shards(args.mesh)
+    batch *= partitioning.batch_shards(dict(zip(partitioning.MESH_AXES, args.mesh, strict=True)))
     args = argparse.Namespace(**{**vars(args), "batch": batch, "remat": remat})
     config = run_config(args, "mlm+sop")
     task = make_task_for(config, model_config(args, layout, dtype, args.scan == "true"))

@@ -211,6 +211,7 @@ def _row(config, compiled, compile_s, first, times, cpu, flops, args) -> dict:
         "step_s_min": round(min(times), 4),
         "step_cpu_s": round(statistics.median(cpu), 4),
         "tokens_per_s": round(args.batch * args.seq / step_s, 1),
+        "model_tflop": flops / 1e12,  # a step's
         "model_tflops_per_s": round(flops / step_s / 1e12, 4),
     }
     if jax.default_backend() != "cpu":
@@ -300,8 +301,7 @@ def main():
     for row in rows:  # MFU against the best matmul rate seen in the invocation
         row["mfu"] = round(row["model_tflops_per_s"] * 1e12 / peaks[row["dtype"]], 3)
         # the model FLOPs at that rate: no implementation of this step runs much faster here
-        row["step_at_peak_s"] = round(row["model_tflops_per_s"] * row["step_s"] * 1e12
-                                      / peaks[row["dtype"]], 4)  # fmt: skip
+        row["step_at_peak_s"] = round(row["model_tflop"] * 1e12 / peaks[row["dtype"]], 6)
     result = {
         "benchmark": "inference" if args.inference else "train_step",
         "size": args.size,

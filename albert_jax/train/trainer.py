@@ -49,7 +49,7 @@ class TrainConfigError(ValueError):
 
 def check_batch(batch_size: int, accum: int, mesh) -> None:
     """Every micro-batch must split evenly over the devices the batch is sharded on."""
-    shards = int(mesh.shape["data"]) * int(mesh.shape["fsdp"])
+    shards = partitioning.batch_shards(mesh.shape)
     if batch_size % (accum * shards):
         raise TrainConfigError(
             f"the global batch of {batch_size} examples in {accum} micro-batch(es) does not "
@@ -119,7 +119,7 @@ def _split_micro(batch, steps: int, mesh):
         if b % steps:
             raise ValueError(f"batch {b} is not divisible into {steps} micro-batches")
         y = x.reshape(b // steps, steps, *x.shape[1:]).swapaxes(0, 1)
-        spec = PartitionSpec(None, ("data", "fsdp"), *([None] * (x.ndim - 1)))
+        spec = PartitionSpec(None, partitioning.BATCH_AXES, *([None] * (x.ndim - 1)))
         return jax.lax.with_sharding_constraint(y, NamedSharding(mesh, spec))
 
     return jax.tree_util.tree_map(one, batch)
