@@ -11,6 +11,8 @@ subprocess with its log (`sweep.log`) and wall time (`sweep_step.json`) in its o
     DIR/data/KEY                      tokenizer + corpus, shared by runs with the same data fields
     DIR/pretrain/POINT                a pretraining workdir (model in POINT/model)
     DIR/finetune/TASK/POINT           a fine-tuning workdir (summary.json over the seeds)
+    DIR/finetune/TASK/...,init=none   with `random_init`: the same task from random weights of
+                                      the pretrained model's shape (the control)
     DIR/results.csv, results.md, plots/   (albert_jax.sweep_report)
 
 A step whose model or summary is on disk is done and skipped; an interrupted one resumes.
@@ -46,6 +48,11 @@ class Sweep:
     seeds: tuple[int, ...] = (0, 1, 2)  # fine-tuning seeds of every point
     slurm: dict[str, Any] = dataclasses.field(default_factory=dict)  # submitit parameters
     paper: str = ""  # the paper's numbers for this table (Markdown), shown beside ours
+    # Also fine-tune each task from random weights (`init=none`) with the pretraining run's
+    # tokenizer and model shape: the control that shows what pretraining adds. One such point per
+    # pretraining run and value of the other fine-tuning axes: the `finetune.unshare` axis is not
+    # applied to it (the pretrained layout), a fixed `unshare` override is.
+    random_init: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +65,13 @@ class Point:
     def name(self, scope: str | None = None) -> str:
         items = [(k, v) for k, v in self.values if scope is None or k.startswith(scope + ".")]
         return ",".join(f"{k.rsplit('.', 1)[-1]}={_label(v)}" for k, v in items) or "base"
+
+    @property
+    def random_init(self) -> bool:
+        return RANDOM_INIT in self.values
+
+
+RANDOM_INIT = ("finetune.init", "none")  # the value a random-init control point carries
 
 
 def _label(v: Any) -> str:
@@ -117,6 +131,18 @@ def groups(sweep: Sweep) -> list[list[Point]]:
     return list(out.values())
 
 
+def control_points(sweep: Sweep, group: list[Point]) -> list[Point]:
+    """The group's random-init points (none unless `sweep.random_init`): its points without
+    the `finetune.unshare` axis, deduplicated, each with `init=none`."""
+    if not sweep.random_init:
+        return []
+    out = {}
+    for p in group:
+        values = tuple((k, v) for k, v in p.values if k != "finetune.unshare") + (RANDOM_INIT,)
+        out.setdefault(values, Point(values))
+    return list(out.values())
+
+
 def _flag(key: str, value: Any) -> str:
     if isinstance(value, list | tuple):
         value = ",".join(str(v) for v in value)
@@ -165,11 +191,17 @@ def steps(sweep: Sweep, group: list[Point], workdir: str) -> list[Step]:
         )
     ]
     seeds = ",".join(str(s) for s in sweep.seeds)
-    for point in group:
+    model = f"{pdir}/model"
+    for point in group + control_points(sweep, group):
         fine = {**sweep.finetune, **point.scope("finetune")}
+        if point.random_init:  # the pretrained model's tokenizer and shape, not its weights
+            fine.pop("init")
+            start = {"init": "none", "tokenizer": model, "model_from": model}
+        else:
+            start = {"init": model}
         for task, config in sweep.tasks.items():
             fdir = os.path.join(workdir, "finetune", task, point.name())
-            flags_ = [f"--config.init={pdir}/model", f"--config.seeds={seeds}"]
+            flags_ = [_flag(k, v) for k, v in start.items()] + [f"--config.seeds={seeds}"]
             flags_ += [_flag(k, v) for k, v in fine.items()]
             out.append(
                 Step(
@@ -221,6 +253,8 @@ def check(sweep: Sweep) -> None:
         keys = set(getattr(sweep, scope)) | {
             k.split(".", 1)[1] for k in sweep.grid if k.startswith(scope + ".")
         }
+        if scope == "finetune" and sweep.random_init:  # what the control's command sets
+            keys |= {"init", "tokenizer", "model_from"}
         for key in sorted(keys):
             node = config
             for part in key.split("."):

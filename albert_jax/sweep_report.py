@@ -8,7 +8,9 @@ run's last held-out metrics, median step time and wall time, and the seed's dev 
 dev metric after the first epoch, step time and its run's wall time. The Markdown has one table
 per task (mean ± sample std over seeds), laid out as the paper's; the plots (matplotlib) are the
 pretraining curves per run, each task's score per point with error bars, parameters against
-score, and the dev metric per epoch (the early-convergence claim).
+score, and the dev metric per epoch (the early-convergence claim). With `Sweep.random_init` each
+table has a "random init" row (the same task from random weights of the pretrained shape; its
+CSV rows have `finetune.init` = none), whose pretraining columns are blank: it used none.
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ import os
 import statistics
 from typing import Any
 
-from albert_jax.sweep import Sweep, groups
+from albert_jax.sweep import Sweep, control_points, groups
+from albert_jax.tasks.metrics import welch_t
 
 PRETRAIN_KEYS = (
     "mlm_accuracy",
+    "mlm_majority_accuracy",  # what always predicting the most frequent piece scores
     "sop_accuracy",
+    "sop_majority_share",
     "nsp_accuracy",
     "mlm_loss",
     "sop_task_accuracy",
@@ -31,6 +36,7 @@ PRETRAIN_KEYS = (
     "sop_task_majority",
     "nsp_task_majority",
     "disc_accuracy",
+    "disc_auc",
     "disc_precision",
     "disc_recall",
     "sampled_original",
@@ -100,7 +106,7 @@ def collect(sweep: Sweep, workdir: str) -> list[dict[str, Any]]:
     for group in groups(sweep):
         pdir = os.path.join(workdir, "pretrain", group[0].name("pretrain"))
         pinfo = pretrain_info(pdir)
-        for point in group:
+        for point in group + control_points(sweep, group):
             base = {"point": point.name(), **dict(point.values), **pinfo}
             if not sweep.tasks:
                 rows.append(base)
@@ -164,8 +170,33 @@ def _fmt(v: Any) -> str:
     return str(v) if v != "" else "default"
 
 
+RANDOM_LABEL = "random init"
+
+
+def _is_random(row: dict) -> bool:
+    return row.get("finetune.init") == "none"
+
+
+def _axis_cells(row: dict, axes: list[str], label_axis: str | None) -> list[str]:
+    """The row's grid values; a random-init row says so in `label_axis` (it has no unshare)."""
+    cells = []
+    for a in axes:
+        if a == label_axis and _is_random(row):
+            cells.append(RANDOM_LABEL)
+        elif a == "finetune.init":  # the column added for the label: the other rows' init
+            cells.append("pretrained")
+        else:
+            cells.append(_fmt(row.get(a)))
+    return cells
+
+
 def markdown(sweep: Sweep, rows: list[dict]) -> str:
     axes = list(sweep.grid)
+    # The random-init rows are labelled in the unshare column, or in an `init` column of their own.
+    label_axis = "finetune.unshare" if "finetune.unshare" in axes else None
+    if label_axis is None and any(_is_random(r) for r in rows):
+        label_axis = "finetune.init"
+        axes.append(label_axis)
     head = [a.split(".", 1)[1] for a in axes]
     cross = [k for k in CROSS if any(f"pretrain_{k}" in r for r in rows)]
     cross_cols = [
@@ -181,8 +212,10 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
             if not trows:
                 continue
             metric = trows[0]["metric"]
-            cols = head + ["params", *extra_cols, "MLM acc", "SOP acc", *cross_cols]
-            cols += [f"dev {metric}", f"test {metric}"]
+            cols = head + ["params", *extra_cols, "MLM acc (majority)", "SOP acc (majority)"]
+            cols += [*cross_cols, f"dev {metric}", f"test {metric}"]
+            controlled = any(_is_random(r) for r in trows)
+            cols += ["test Welch p vs random"] if controlled else []
             cols += [f"dev {metric} after epoch 1", "seeds", "s/step"]
             out += [f"### {task} ({metric}, %; mean ± std over seeds)", "", _row(cols)]
             out.append(_row(["---"] * len(cols)))
@@ -190,15 +223,18 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
                 pr = [r for r in trows if r["point"] == name]
                 first = pr[0]
                 params = first.get("params_finetuned") or first.get("params_pretrained")
-                line = [_fmt(first[a]) for a in axes] + [_fmt(params)]
-                line += [_extra(first, k) for k in extra]
-                line += [_fmt(first.get("pretrain_mlm_accuracy"))]
-                line += [
-                    _fmt(first.get("pretrain_sop_accuracy", first.get("pretrain_nsp_accuracy")))
-                ]
-                line += [_fmt(first.get(f"pretrain_{k}")) for k in cross]
+                line = _axis_cells(first, axes, label_axis) + [_fmt(params)]
+                # random init used no pretraining: its group's pretraining figures are not its own
+                pre = {} if _is_random(first) else first
+                line += [_extra(pre, k) for k in extra]
+                line += [_with_majority(pre, "mlm_accuracy", "mlm_majority_accuracy")]
+                sop = "sop" if "pretrain_sop_accuracy" in pre else "nsp"
+                line += [_with_majority(pre, f"{sop}_accuracy", "sop_majority_share")]
+                line += [_fmt(pre.get(f"pretrain_{k}")) for k in cross]
                 line += [_ms([r.get(f"dev_{metric}") for r in pr])]
                 line += [_ms([r.get(f"test_{metric}") for r in pr])]
+                if controlled:
+                    line += [_p_vs_random(pr, trows, f"test_{metric}")]
                 line += [_ms([r.get("dev_first_epoch") for r in pr]), str(len(pr))]
                 line += [_seconds(first.get("finetune_step_s"))]
                 out.append(_row(line))
@@ -217,6 +253,26 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
     if sweep.paper:
         out += ["### the paper's numbers", "", sweep.paper.strip(), ""]
     return "\n".join(out)
+
+
+def _with_majority(row: dict, key: str, majority: str) -> str:
+    """`12.87 (4.63)`: the held-out accuracy and, in brackets, what the constant predictor
+    scores on the same batches (what a run that learned nothing gets)."""
+    acc, base = row.get(f"pretrain_{key}"), row.get(f"pretrain_{majority}")
+    return _fmt(acc) if base is None or acc is None else f"{_fmt(acc)} ({_fmt(base)})"
+
+
+def _p_vs_random(point_rows: list[dict], task_rows: list[dict], key: str) -> str:
+    """Welch's p of the point's per-seed `key` against the random-init point of the same
+    pretraining run (same `pretrain.*` values); '-' for the control itself."""
+    first = point_rows[0]
+    if _is_random(first):
+        return "-"
+    same = [k for k in first if k.startswith("pretrain.")]
+    control = [r for r in task_rows if _is_random(r) and all(r.get(k) == first[k] for k in same)]
+    values = [[r.get(key) for r in rs if r.get(key) is not None] for rs in (point_rows, control)]
+    _, p = welch_t(*values)
+    return "-" if p != p else f"{p:.2g}"  # nan: fewer than two seeds a side
 
 
 def _extra(row: dict, key: str) -> str:

@@ -2,7 +2,13 @@ r"""Fine-tuning: `python -m finetune --config configs/finetune/TASK.py --workdir
 [--config.init=SRC] [--config.unshare=all|attention|ffn] [--config.seeds=0,1,2]`.
 
 SRC is our checkpoint or anything `python -m albert_jax.convert` reads (a transformers directory,
-a Google TF1 checkpoint, a pretraining workdir). The best dev checkpoint is kept in DIR/best (our
+a Google TF1 checkpoint, a pretraining workdir), or `none`: the random-init control, every weight
+fresh, with both `--config.tokenizer=TOKDIR` and `--config.model_from=SHAPE` (a checkpoint or
+workdir whose config is used, not its weights, or a preset such as albert-base), e.g.
+`--config.init=none --config.tokenizer=runs/cpu_small/model
+--config.model_from=runs/cpu_small/model`.
+tsv.py, ner.py and cloze.py choose the learning rate by model size and print it
+(`--config.optim.learning_rate` overrides). The best dev checkpoint is kept in DIR/best (our
 format, with its head and tokenizer: `python -m finetune.predict --checkpoint DIR/best`), dev and
 test predictions of it in DIR/predictions, metrics in DIR/metrics.jsonl and DIR/results.json;
 with several seeds each has its own DIR/seed_S and DIR/summary.json holds mean ± std. Rerunning

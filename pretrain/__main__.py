@@ -16,6 +16,8 @@ with the checkpoint's tokenizer (or `data.tokenizer_model`), and heads it lacks 
 from __future__ import annotations
 
 import json
+import logging
+import sys
 
 import jax
 from absl import app, flags
@@ -23,6 +25,7 @@ from ml_collections import config_flags
 
 from albert_jax import cli
 from albert_jax.data import corpus
+from albert_jax.data.pair_check import pair_warning
 from albert_jax.data.pipeline import resolve_paths
 from albert_jax.train.metrics import log_to_file
 from albert_jax.train.pretraining import make_task, set_objective_data, write_model
@@ -87,6 +90,10 @@ def main(argv):
 
         multihost_utils.sync_global_devices("corpus built")
     task = make_task(config, data, pretrained=source)
+    warning = pair_warning(config, task.data) if jax.process_index() == 0 else None
+    if warning:  # before the start line; train.log keeps it too
+        print(warning, file=sys.stderr, flush=True)
+        logging.info(warning)
     if config.get("train_flops", 0.0) > 0:
         steps_for_budget(config, task)
     train(config, _WORKDIR.value, task)

@@ -10,7 +10,8 @@ of those epochs is streamed to the file (one at a time: memory does not grow wit
 In the printout ``[CLS]``/``[SEP]`` split the segments (``A`` then ``B``), a masked token is shown
 as ``{shown>original}`` (``{[MASK]>x}``, ``{x>x}`` kept, ``{y>x}`` random), and the label line says
 whether the pair is in natural order, swapped, or has a random-document ``B``. The summary
-(over ``--stats_n`` examples) gives the figures the statistics test checks.
+(over ``--stats_n`` examples) gives the figures the statistics test checks; a warning on stderr
+follows when the sentence pairs are degenerate (``albert_jax.data.pair_check``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ml_collections import config_flags
 
 from albert_jax import cli, paths
 from albert_jax.data import masking
+from albert_jax.data.pair_check import pair_warning
 from albert_jax.data.pipeline import load_tokenizer, make_iterator, resolve_paths
 from albert_jax.tokenization import MASK_ID, pretraining_ids
 
@@ -194,6 +196,9 @@ def main(argv):
         held, int(d.max_predictions), float(d.masked_lm_prob), pretraining_ids(tok)["mask"]
     )
     print(json.dumps(stats, indent=1), file=sys.stdout)
+    warning = pair_warning(_CONFIG.value, d, stats["label_rate"], stats["random_doc_rate"])
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

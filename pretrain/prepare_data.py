@@ -10,18 +10,21 @@ Trains the tokenizer first if ``data.tokenizer_dir`` has none (``--train_tokeniz
 builds the corpus unless it is already on disk. Two corpora in one data directory need their own
 ``tokenizer_dir`` (or one shared ``tokenizer_model``): a tokenizer trained on other inputs is
 refused, not reused. Prints a JSON summary with the build statistics (documents, sentences,
-skipped undecodable lines, empty documents, one-sentence documents, cut sentences).
+skipped undecodable lines, empty documents, one-sentence documents, cut sentences), after a
+warning on stderr when most documents are one sentence (degenerate SOP/NSP pairs).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 
 from absl import app, flags
 from ml_collections import config_flags
 
 from albert_jax import cli
 from albert_jax.data import corpus
+from albert_jax.data.pair_check import pair_warning
 from albert_jax.data.pipeline import resolve_paths
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (uses config.data).")
@@ -34,7 +37,11 @@ def main(argv):
     if _CONFIG.value is None:
         raise app.UsageError("--config is required")
     d = resolve_paths(_CONFIG.value.data, _WORKDIR.value)
-    print(json.dumps(corpus.build(d, _TRAIN_TOK.value)))
+    summary = corpus.build(d, _TRAIN_TOK.value)
+    warning = pair_warning(_CONFIG.value, d)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

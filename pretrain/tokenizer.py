@@ -32,7 +32,9 @@ _LOWER = flags.DEFINE_boolean("lower_case", None, "Lower-case text before encodi
 _MODE = flags.DEFINE_enum(
     "mode", None, ["transformers", "reference"], "SentencePiece encoding (tokenization.py)."
 )
-_MODEL_TYPE = flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe"], "spm model type.")
+_MODEL_TYPE = flags.DEFINE_enum(
+    "model_type", None, ["unigram", "bpe", "char"], "spm model type (default: data.tokenizer_type)."
+)
 _MAX_SENT = flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled by spm.")
 _THREADS = flags.DEFINE_integer("num_threads", 2, "Training threads.")
 _HARD_LIMIT = flags.DEFINE_boolean(
@@ -84,7 +86,7 @@ def main(argv):
         character_coverage=float(_pick(_COVERAGE.value, get("character_coverage"), 0.9995)),
         lower_case=bool(_pick(_LOWER.value, get("lower_case"), True)),
         mode=_pick(_MODE.value, get("tokenizer_mode"), "transformers"),
-        model_type=_MODEL_TYPE.value,
+        model_type=_pick(_MODEL_TYPE.value, get("tokenizer_type"), "unigram"),
         input_sentence_size=_MAX_SENT.value,
         num_threads=_THREADS.value,
         hard_vocab_limit=bool(_pick(_HARD_LIMIT.value, get("hard_vocab_limit"), True)),

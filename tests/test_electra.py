@@ -207,6 +207,49 @@ def test_electra_resume_is_bit_exact(tmp_path):
     assert 0.0 <= last["sampled_original"] <= 1.0 and last["train_flops"] > 0
 
 
+def test_disc_auc_is_sklearns_with_ties_counted_half():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, 500)
+    scores = np.round(rng.normal(size=500) + labels, 1)  # many tied scores, across both classes
+    assert len(np.unique(scores)) < 100
+    assert electra.disc_auc(labels, scores) == pytest.approx(
+        roc_auc_score(labels, scores), abs=1e-12
+    )
+    assert electra.disc_auc([0, 1, 1, 0], [0.5, 0.5, 0.9, 0.1]) == 0.875  # the tie: half a pair
+    assert np.isnan(electra.disc_auc([1, 1], [0.2, 0.3]))  # one class: undefined
+
+
+def test_eval_disc_auc_is_sklearns_over_all_non_padding_tokens():
+    """disc_auc at evaluation: sklearn's roc_auc_score of the discriminator's sigmoid
+    probabilities over every non-padding token of all the evaluated batches (padded rows here)."""
+    from sklearn.metrics import roc_auc_score
+
+    task, _ = electra_task(eval_batches=3)
+    params = init_params_of(task)
+    step = jax.jit(task.eval_step)
+    metrics = task.evaluate(lambda b: jax.device_get(step(params, b)), 0)
+    keys = list(metrics)
+    assert keys[keys.index("disc_accuracy") + 1] == "disc_auc"
+    assert not any(k.startswith("disc_token") for k in keys)  # the arrays are no metrics
+    labels, probs = [], []
+    for i in range(3):
+        batch = {k: jnp.asarray(v) for k, v in make_global_batch(i).items()}
+        assert (batch["input_mask"] == 0).any()
+        out = task._apply(
+            params, batch, None, masked_lm_ids=batch["masked_lm_ids"],
+            masked_lm_weights=batch["masked_lm_weights"], sample_key=jax.random.PRNGKey(0),
+        )  # fmt: skip
+        real = batch["input_mask"] > 0
+        labels.append(np.asarray(out.labels)[real])
+        logits = np.asarray(out.disc_logits, np.float64)[real]
+        probs.append(1 / (1 + np.exp(-logits)))
+    labels, probs = np.concatenate(labels), np.concatenate(probs)
+    assert 0 < labels.mean() < 0.5
+    assert metrics["disc_auc"] == pytest.approx(roc_auc_score(labels, probs), abs=1e-9)
+
+
 def test_objectives_are_checked():
     def cfg(objective, mode="sop", **kw):
         return ml_collections.ConfigDict(

@@ -492,6 +492,11 @@ def test_sentiment_baseline(built, capsys):
     # The reference notes report ~0.850 dev / 0.833 test for this model and split.
     assert 0.82 < result["dev"]["accuracy"] < 0.88
     assert 0.80 < result["test"]["accuracy"] < 0.87
+    # The majority-class control: train's more frequent label (neg, 7284 of 13965) everywhere.
+    majority = result["majority_class"]
+    assert majority["label"] == "neg"
+    assert majority["dev"]["accuracy"] == pytest.approx(893 / 1716)
+    assert majority["test"]["accuracy"] == pytest.approx(854 / 1682)
 
 
 def test_ner_baseline(built, capsys):

@@ -101,6 +101,34 @@ def test_corpus_name_follows_inputs_and_settings():
     assert pipeline.resolve_paths(d, "/w").corpus_name == "mine"
 
 
+def test_one_corpus_from_several_formats_with_a_character_vocabulary(texts, tmp_path):
+    """`FORMAT:PATH` inputs (cpu_base.py: People's Daily `tagged` + reviews `jsonl:`) and
+    `data.tokenizer_type='char'`."""
+    a = str(texts / "texts" / "a.txt")
+    docs = list(corpus.read_documents([a, f"jsonl:{texts / 'docs.jsonl'}"], "text"))
+    as_text = list(corpus.read_documents([a], "text"))
+    as_jsonl = list(corpus.read_documents([str(texts / "docs.jsonl")], "jsonl"))
+    assert docs == as_text + as_jsonl and len(docs) == 40 + 120
+    assert corpus.split_format("gs://b/x.txt", "text") == ("text", "gs://b/x.txt")  # a URI
+    d = common.get_data_config()
+    d.input_files = "texts/a.txt,jsonl:docs.jsonl"
+    r = pipeline.resolve_paths(d, workdir="/elsewhere")
+    assert r.input_files[1] == f"jsonl:{os.path.abspath('docs.jsonl')}"
+    unigram = r.corpus_name
+    d.tokenizer_type = "char"
+    assert pipeline.resolve_paths(d, workdir="/elsewhere").corpus_name != unigram
+    work = tmp_path / "run"
+    args = ["-m", "pretrain.prepare_data", "--config", CPU_SMALL, "--workdir", str(work)]
+    args += ["--config.data.input_files=texts/a.txt,jsonl:docs.jsonl"]
+    args += ["--config.data.input_format=text", "--config.data.tokenizer_type=char"]
+    run([*args, "--config.data.vocab_size=3000", "--config.data.hard_vocab_limit=False"], texts)
+    from albert_jax.tokenization import load_tokenizer
+
+    tok = load_tokenizer(str(work / "data" / "tokenizer"))
+    assert tok.meta()["model_type"] == "char" and tok.vocab_size < 3000
+    assert len(tok.encode("人民日报社论")) == 6  # one piece a character (after the word mark)
+
+
 def test_text_directory_pretrains_from_the_command_line(texts, tmp_path):
     """README: pretraining on your own files in one command, then the Python API on the output."""
     work = tmp_path / "run"
@@ -259,7 +287,7 @@ def documented_overrides(path):
     found = []
     for m in re.finditer(r"--config\.([\w.]+)=(\S+)", doc.group(1) if doc else ""):
         value = m.group(2).rstrip("`.]:")
-        if "|" in value or "..." in value or re.fullmatch(r"[A-Z_]+", value):
+        if "|" in value or "..." in m.group(2) or re.fullmatch(r"[A-Z_]+", value):
             continue  # choices, elisions and placeholders such as MAX
         value = "" if value == "''" else shlex.split(value)[0]  # the shell's view of it
         found.append(f"--config.{m.group(1)}={value}")
@@ -427,7 +455,9 @@ def test_cross_eval_scores_the_sentence_head_on_both_tasks(texts, tmp_path):
         labels[mode] = max(share, 1 - share)
         assert m[f"{mode}_task_majority"] == pytest.approx(labels[mode])
     config.cross_eval = False
-    assert set(PretrainingTask(config, data).evaluate(run, 0)) == {"sop_accuracy", "loss"}
+    plain = PretrainingTask(config, data).evaluate(run, 0)
+    assert set(plain) == {"sop_accuracy", "sop_majority_share", "loss"}
+    assert plain["sop_majority_share"] == pytest.approx(labels["nsp"])
 
 
 def test_an_interrupted_preparation_resumes_from_its_finished_parts(texts, tmp_path, monkeypatch):
@@ -507,3 +537,76 @@ def test_a_warmup_longer_than_the_run_is_named(texts, tmp_path):
     ):
         train(config, str(workdir), PretrainingTask(config, resolve_paths(d)))
     assert not os.path.exists(workdir / "checkpoints")
+
+
+def _one_sentence_corpus(documents, path):
+    """Each document's first sentence alone: text without sentence ends reads this way."""
+    path.write_text("".join(d[0] + "\n\n" for d in documents), encoding="utf-8")
+    return path
+
+
+def _sp_data_config(files, data_dir, **kw):
+    from albert_jax.data.pipeline import resolve_paths
+
+    d = common.get_data_config()
+    d.input_files, d.input_format, d.tokenizer_model = str(files), "text", SP_FIXTURE
+    d.vocab_size, d.data_dir, d.worker_count = 120, str(data_dir), 0
+    d.update(kw)
+    data = resolve_paths(d)
+    corpus.build(data)
+    return data
+
+
+def test_degenerate_sentence_pairs_are_detected(documents, texts, tmp_path):
+    """pair_warning: fires on one-sentence documents or on pair rates above 0.9 and names the fix;
+    silent on many-sentence documents, with single_segment='split', and without a sentence head."""
+    from albert_jax.data.pair_check import FIX, pair_warning
+    from configs.pretrain import cpu_small
+
+    one = _sp_data_config(_one_sentence_corpus(documents, tmp_path / "one.txt"), tmp_path / "a")
+    normal = _sp_data_config(texts / "texts", tmp_path / "b")
+    sop = cpu_small.get_config()
+    line = pair_warning(sop, one)
+    assert line.startswith("warning: degenerate sentence pairs (120 of 120 sampled documents")
+    assert line.endswith(f"use {FIX}") and "\n" not in line
+    assert pair_warning(sop, normal) is None
+    assert pair_warning(sop, normal, label_rate=0.5, random_doc_rate=0.2) is None
+    assert "label-1 rate 0.95" in pair_warning(sop, normal, label_rate=0.95)
+    assert "random-document B in 92% of pairs" in pair_warning(sop, normal, random_doc_rate=0.92)
+    with one.unlocked():
+        one.single_segment = "split"
+    assert pair_warning(sop, one, label_rate=1.0) is None
+    with one.unlocked():
+        one.single_segment = "random_doc"
+    sop.objective = "mlm"  # no sentence head: the pairs do not matter
+    assert pair_warning(sop, one) is None
+    sop.objective = "electra"
+    assert pair_warning(sop, one) is None
+    sop.electra.sentence_head = True
+    assert pair_warning(sop, one) is not None
+
+
+def test_degenerate_pairs_warning_from_prepare_inspect_and_pretrain(documents, tmp_path):
+    """The three commands a user runs on a one-sentence-per-document corpus each print the
+    warning once (stderr); inspect_data with single_segment='split' does not."""
+    _one_sentence_corpus(documents, tmp_path / "one.txt")
+    flags = [
+        "--config", CPU_SMALL, "--workdir", str(tmp_path / "w"),
+        "--config.data.input_files=one.txt", "--config.data.input_format=text",
+        f"--config.data.tokenizer_model={SP_FIXTURE}", "--config.data.vocab_size=120",
+    ]  # fmt: skip
+    inspect = ["-m", "pretrain.inspect_data", *flags, "--n", "1", "--stats_n", "100"]
+
+    def warnings(proc):
+        return [x for x in proc.stderr.splitlines() if "degenerate sentence pairs" in x]
+
+    prepared = run(["-m", "pretrain.prepare_data", *flags], cwd=tmp_path)
+    assert json.loads(prepared.stdout.splitlines()[-1])["documents"] == 120  # stdout stays JSON
+    (line,) = warnings(prepared)
+    assert line.startswith("warning: ") and "120 of 120 sampled documents are one sentence" in line
+    (line,) = warnings(run(inspect, cwd=tmp_path))
+    assert "label-1 rate 1.00, random-document B in 100% of pairs, 120 of 120" in line
+    assert line.endswith("use --config.data.single_segment=split")
+    assert warnings(run([*inspect, "--config.data.single_segment=split"], cwd=tmp_path)) == []
+    (line,) = warnings(run(["-m", "pretrain", *flags, *SHORT], cwd=tmp_path))
+    assert "use --config.data.single_segment=split" in line

@@ -6,14 +6,26 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import subprocess
 import sys
 
 import pytest
+from scipy import stats
 
 from albert_jax import sweep_report
-from albert_jax.sweep import Sweep, SweepError, apply_sets, check, groups, points, steps
+from albert_jax.sweep import (
+    Sweep,
+    SweepError,
+    apply_sets,
+    check,
+    control_points,
+    groups,
+    load,
+    points,
+    steps,
+)
 from tests.test_workdir_source import CONFIG, MODEL, write_corpus
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,6 +72,34 @@ def test_points_share_their_pretraining_run_and_commands_carry_every_override(tm
     assert len(dirs) == 1 and next(iter(dirs)).startswith("--config.data.data_dir=")
     names = [steps(sweep, g, str(tmp_path))[1].workdir for g in gs]
     assert len(set(names)) == 2
+
+
+def test_random_init_row_fine_tunes_from_the_pretrained_shape_and_tokenizer(tmp_path):
+    sweep = grid_sweep(random_init=True)
+    check(sweep)
+    assert len(points(sweep)) == 4  # the grid is unchanged; each group gains its control
+    for g in groups(sweep):
+        (control,) = control_points(sweep, g)  # one: unshare is the only fine-tuning axis
+        assert control.random_init and "finetune.unshare" not in dict(control.values)
+        ss = steps(sweep, g, str(tmp_path))
+        assert [s.kind for s in ss] == ["pretrain"] + ["finetune"] * 6  # 3 points x 2 tasks
+        model = os.path.join(ss[0].workdir, "model")
+        randoms = [s for s in ss if "--config.init=none" in s.command]
+        assert [s.label.split()[0] for s in randoms] == ["sentiment", "ner"]
+        for s in randoms:
+            assert s.workdir.endswith(control.name()) and control.name().endswith("init=none")
+            assert f"--config.tokenizer={model}" in s.command
+            assert f"--config.model_from={model}" in s.command
+            assert f"--config.init={model}" not in s.command
+            assert not any(a.startswith("--config.unshare") for a in s.command)
+            assert "--config.seeds=0,1" in s.command and "--config.num_epochs=1.0" in s.command
+    assert not control_points(grid_sweep(), groups(grid_sweep())[0])  # off by default
+    # the quickstart and the unsharing sweep carry the row
+    for name in ("quickstart", "unshare_finetune"):
+        sweep = load(os.path.join(REPO, "configs", "sweeps", f"{name}.py"))
+        (g,) = groups(sweep)
+        commands = [" ".join(s.command) for s in steps(sweep, g, str(tmp_path))]
+        assert sum("--config.init=none" in c for c in commands) == len(sweep.tasks)
 
 
 def test_a_prepare_step_keeps_the_file_its_command_wrote(tmp_path):
@@ -187,7 +227,7 @@ def fake_results(work, sweep, test_acc, last_eval=None):
         layout = g[0].scope("pretrain")["model.layout"]
         groups_ = dict(attention_groups=4, ffn_groups=4) if layout == "none" else {}
         _write(os.path.join(pdir, "model", "config.json"), {**MODEL_CONFIG, **groups_})
-        for p in g:
+        for p in g + control_points(sweep, g):
             fdir = os.path.join(work, "finetune", "sentiment", p.name())
             per_seed = {}
             for seed in sweep.seeds:
@@ -249,6 +289,45 @@ def test_report_tables_csv_and_plots_from_known_results(tmp_path):
         png = tmp_path / "plots" / f"{name}.png"
         assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 5000
         assert f"(plots/{name}.png)" in (tmp_path / "results.md").read_text()
+
+
+def test_report_labels_the_random_init_row(tmp_path):
+    sweep = grid_sweep(
+        tasks={"sentiment": "configs/finetune/sentiment.py"}, seeds=(0, 1), random_init=True
+    )
+    sweep.grid.pop("pretrain.data.mode")
+    accs = {p.name(): [0.8, 0.82] for p in points(sweep)}
+    accs |= {"layout=all,init=none": [0.6, 0.64], "layout=none,init=none": [0.5, 0.5]}
+    majority = {"mlm_majority_accuracy": 0.05, "sop_majority_share": 0.5}
+    fake_results(str(tmp_path), sweep, accs, last_eval=majority)
+    lines = sweep_report.write(sweep, str(tmp_path)).splitlines()
+    random = [line for line in lines if "random init" in line]
+    assert random[0].startswith("| all | random init | ") and random[1].startswith("| none |")
+    # its test accuracy; no MLM / SOP figures (its group's pretraining was not used)
+    assert "| - | - | 61.00 ± 2.83 | 62.00 ± 2.83 | - |" in random[0]  # dev, test, p
+    # the pretrained rows: held-out accuracies beside the constant predictor's, and Welch's p of
+    # test accuracy against the random-init row of the same pretraining run (by hand:
+    # [0.8, 0.82] against [0.6, 0.64], t = 0.19 / sqrt(0.0005), df = 0.0005^2 / 1.7e-7)
+    t, df = 0.19 / math.sqrt(0.0005), 0.0005**2 / 1.7e-7
+    p = 2 * stats.t.sf(t, df)
+    assert "| MLM acc (majority) | SOP acc (majority) |" in lines[2]
+    assert "| test Welch p vs random |" in lines[2]
+    shared = next(line for line in lines if line.startswith("| all | default |"))
+    assert f"| 30.00 (5.00) | 70.00 (50.00) | 80.00 ± 1.41 | 81.00 ± 1.41 | {p:.2g} |" in shared
+    assert len([line for line in lines if line.startswith("| all | ")]) == 3
+    with open(tmp_path / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 6 * 2
+    assert {r["point"] for r in rows if r["finetune.init"] == "none"} == set(accs) - {
+        p.name() for p in points(sweep)
+    }
+    # with unshare fixed (no unshare column) the table gains an init column instead
+    fixed = apply_sets(sweep, ["finetune.unshare=all"])
+    work = str(tmp_path / "fixed")
+    fake_results(work, fixed, {**accs, "layout=all": [0.7, 0.7], "layout=none": [0.7, 0.7]})
+    text = sweep_report.markdown(fixed, sweep_report.collect(fixed, work))
+    assert "| model.layout | init | params |" in text
+    assert "\n| all | pretrained |" in text and "\n| all | random init |" in text
 
 
 def test_report_shows_the_cross_task_accuracies(tmp_path):

@@ -44,6 +44,76 @@ def direct_losses(model_config, params, batch) -> dict[str, float]:
     return {"loss": mlm_loss + sop_loss, "mlm_loss": mlm_loss, "sop_loss": sop_loss}
 
 
+def numpy_mlm_majority(batches) -> float:
+    """Always predicting the piece with the most masked_lm_weights over all `batches`, scored per
+    batch as mlm_accuracy (sum of weights of hits / (sum of weights + 1e-5)), then averaged."""
+    totals: dict[int, float] = {}
+    for b in batches:
+        for i, w in zip(b["masked_lm_ids"].ravel(), b["masked_lm_weights"].ravel(), strict=True):
+            totals[int(i)] = totals.get(int(i), 0.0) + float(w)
+    top = max(sorted(totals), key=lambda i: totals[i])
+    w = [b["masked_lm_weights"].astype(np.float64) for b in batches]
+    hits = [(wb * (b["masked_lm_ids"] == top)).sum() for b, wb in zip(batches, w, strict=True)]
+    return float(np.mean([h / (wb.sum() + 1e-5) for h, wb in zip(hits, w, strict=True)]))
+
+
+def _planted_batches():
+    """Piece 7 fills the most slots but mostly with weight 0; piece 9 has the most weight. The
+    label-1 share is 5/8."""
+    b0 = make_global_batch(0, batch=4)
+    b0["masked_lm_ids"] = np.array([[7, 7, 9, 7], [7, 7, 9, 7], [9, 3, 4, 7], [5, 6, 7, 7]])
+    b0["masked_lm_weights"] = np.array(
+        [[0, 0, 1, 0], [0, 0, 1, 0], [1, 1, 1, 0], [1, 1, 1, 0]], np.float32
+    )
+    b0["sentence_order_label"] = np.array([1, 1, 1, 0])
+    b1 = make_global_batch(1, batch=4)
+    b1["masked_lm_ids"] = np.array([[9, 1, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 0, 0]])
+    b1["masked_lm_weights"] = np.zeros((4, 4), np.float32)
+    b1["masked_lm_weights"][0, 0] = 1
+    b1["sentence_order_label"] = np.array([1, 0, 1, 0])
+    return [{k: np.asarray(v) for k, v in b.items()} for b in (b0, b1)]
+
+
+def test_majority_baselines_are_the_constant_predictors_accuracies():
+    """mlm_majority_accuracy / sop_majority_share equal the real mlm_accuracy / sop_accuracy of a
+    model that always answers the weight-most-frequent piece / the more frequent label."""
+    from albert_jax import losses
+
+    batches = _planted_batches()
+    task = make_task(make_config(eval_batches=5))
+    task.eval_iterator = lambda *a: iter(batches)
+
+    def constant(batch):  # 9: most weight; 7: most slots. Label 1: 5 of 8.
+        logits = jax.nn.one_hot(np.full(batch["masked_lm_ids"].shape, 9), 12)
+        sop = jax.nn.one_hot(np.ones(len(batch["sentence_order_label"]), int), 2)
+        ids, w, y = (
+            batch["masked_lm_ids"],
+            batch["masked_lm_weights"],
+            batch["sentence_order_label"],
+        )
+        return {
+            "mlm_accuracy": losses.mlm_accuracy(logits, ids, w),
+            "sop_accuracy": losses.sop_accuracy(sop, y),
+        }
+
+    m = task.evaluate(constant, 0)
+    assert list(m) == [
+        "mlm_accuracy",
+        "mlm_majority_accuracy",
+        "sop_accuracy",
+        "sop_majority_share",
+    ]
+    assert m["mlm_majority_accuracy"] == pytest.approx(m["mlm_accuracy"], rel=1e-6)
+    # by hand: 3 of 8 weight in batch 0, 1 of 1 in batch 1, each over (weight + 1e-5)
+    assert m["mlm_majority_accuracy"] == pytest.approx((3 / 8 + 1) / 2, rel=1e-5)
+    assert m["mlm_majority_accuracy"] == pytest.approx(numpy_mlm_majority(batches), rel=1e-9)
+    assert m["sop_majority_share"] == m["sop_accuracy"] == 0.625
+    # Mostly label 0 instead: the share is still the majority's.
+    for b in batches:
+        b["sentence_order_label"] = 1 - b["sentence_order_label"]
+    assert task.evaluate(constant, 0)["sop_majority_share"] == 0.625
+
+
 def initial_params(task, seed=0):
     """What train() starts from: the task model initialised with PRNGKey(config.seed)."""
     variables = task.model.init(jax.random.PRNGKey(seed), **task.dummy_batch())
@@ -66,7 +136,7 @@ def test_each_logged_loss_equals_the_model_on_that_batch_with_those_params(tmp_p
 
 
 @pytest.mark.parametrize("layout", ["groups:2", "none"])
-def test_dropout_and_evaluation_on_grouped_and_unshared_layouts(tmp_path, layout):
+def test_dropout_and_evaluation_on_grouped_and_unshared_layouts(tmp_path, layout, capsys):
     model = (
         tiny_model_config().with_layout(layout).replace(hidden_dropout=0.1, attention_dropout=0.1)
     )
@@ -89,6 +159,17 @@ def test_dropout_and_evaluation_on_grouped_and_unshared_layouts(tmp_path, layout
     assert [r["step"] for r in ev] == [3]
     for k in ("mlm_loss", "sop_loss"):
         assert ev[0][k] == pytest.approx(np.mean([e[k] for e in evals]), rel=2e-5), k
+    # The baselines land beside the accuracies, from the same two held-out batches.
+    batches = [make_global_batch(i) for i in range(2)]
+    assert ev[0]["mlm_majority_accuracy"] == pytest.approx(numpy_mlm_majority(batches), rel=1e-6)
+    share = np.mean([b["sentence_order_label"] for b in batches])
+    assert ev[0]["sop_majority_share"] == pytest.approx(max(share, 1 - share))
+    keys = list(ev[0])
+    assert keys[keys.index("mlm_accuracy") + 1] == "mlm_majority_accuracy"
+    assert keys[keys.index("sop_accuracy") + 1] == "sop_majority_share"
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("step 3: eval ")]
+    assert len(line) == 1 and "mlm_accuracy=" in line[0]
+    assert " mlm_majority_accuracy=" in line[0] and " sop_majority_share=" in line[0]
     # Every group of every stacked leaf trained (the key bias has an exactly zero gradient).
     for path, before in jax.tree_util.tree_flatten_with_path(start["encoder"])[0]:
         name = jax.tree_util.keystr(path)

@@ -36,6 +36,8 @@ __all__ = [
     "is_workdir",
     "load_source",
     "load_workdir",
+    "read_config",
+    "read_tokenizer",
     "workdir_steps",
 ]
 
@@ -128,6 +130,65 @@ def load_source(src: str, config_path: str | None = None) -> Source:
                     "conventions: the tokenizer is kept, but pretraining code assumes them"
                 )
     return Source(config, params, tokenizer, fmt, location, notes, head=head)
+
+
+def read_config(src: str) -> AlbertConfig:
+    """The model config (shape and layout) of SRC: a preset name (`albert_jax.presets`), a
+    config.json of ours, or anything `load_source` reads. Our checkpoints and pretraining workdirs
+    keep the config apart and are read without their weights; a transformers or TF1 source is read
+    whole (its group layout is worked out from the weights' names)."""
+    from albert_jax import checkpoint, presets
+    from albert_jax.train.pretraining import model_config_from
+
+    src = os.fspath(src)
+    if src in presets.NAMES:
+        return presets.get(src)
+    if src.endswith(".json") and epath.Path(src).is_file():
+        try:
+            return AlbertConfig.from_json(epath.Path(src).read_text())
+        except (ValueError, TypeError) as e:
+            raise ConversionError(f"{src}: not an albert_jax model config.json ({e})") from e
+    fmt = detect(src)
+    if fmt == "albert_jax":
+        try:
+            return checkpoint.load_config(src)
+        except checkpoint.CheckpointError as e:
+            raise ConversionError(str(e)) from e
+    if fmt == "workdir" and _split_step(src) is None:
+        try:
+            return model_config_from(_read_run_config(paths.resolve(src)))
+        except (ValueError, KeyError, TypeError) as e:
+            raise ConversionError(f"{src}/config.json: bad model section: {e}") from e
+    return load_source(src).config
+
+
+def read_tokenizer(src: str):
+    """The tokenizer at SRC: a tokenizer directory (spiece.model or vocab.txt with its
+    tokenizer.json: our checkpoints' `tokenizer/`, a pretraining run's `data/tokenizer`), our
+    checkpoint, a pretraining workdir (its corpus tokenizer) or a transformers / Google directory.
+    None when SRC holds none."""
+    from albert_jax import checkpoint, tokenization
+    from albert_jax.wordpiece import VOCAB_FILE
+
+    src = os.fspath(src)
+    if not epath.Path(src).is_dir():
+        raise ConversionError(f"{src}: no such directory")
+    if any(epath.Path(src, f).exists() for f in (tokenization.MODEL_FILE, VOCAB_FILE)):
+        return tokenization.load_tokenizer(src)
+    if checkpoint.is_checkpoint(src):
+        try:
+            return checkpoint.load_tokenizer(src)
+        except checkpoint.CheckpointError as e:
+            raise ConversionError(str(e)) from e
+    if is_workdir(src):
+        from albert_jax.data.pipeline import resolve_paths
+
+        run = _read_run_config(src)
+        if "data" not in run:
+            return None
+        where = resolve_paths(run.data, paths.resolve(src)).tokenizer_dir
+        return read_tokenizer(where) if epath.Path(where).is_dir() else None
+    return tokenization.find_tokenizer(src)
 
 
 # --- pretraining workdirs ------------------------------------------------------------------------

@@ -21,6 +21,9 @@ Input formats (``input_format``):
 * ``tfds``: an existing TFDS text dataset stored as ArrayRecord (``tfds_name``, ``tfds_split``,
   ``text_field``), read with ``tfds.data_source`` (no TensorFlow) and split like JSONL.
 
+One corpus may mix formats: an input written ``FORMAT:PATH`` (``jsonl:reviews/train.jsonl``, with
+``text``, ``jsonl`` or ``tagged``) is read in that format, the others in ``input_format``.
+
 Bad input never crashes deep inside NumPy: an undecodable line is reported with file and line
 number and skipped (or raises ``CorpusError`` with ``on_invalid_utf8='error'``); empty documents
 are dropped; over-long sentences are cut into pieces of ``max_sentence_tokens``; everything is
@@ -93,12 +96,24 @@ def input_patterns(value) -> list[str]:
     return [i.strip() for i in items if i.strip()]
 
 
+FILE_FORMATS = ("text", "jsonl", "tagged")  # those an input may name as FORMAT:PATH
+
+
+def split_format(pattern: str, default: str | None = None) -> tuple[str | None, str]:
+    """``'jsonl:a/b.jsonl'`` -> ``('jsonl', 'a/b.jsonl')``; a pattern without a format prefix
+    (a URI's ``gs:`` is none) -> ``(default, pattern)``."""
+    head, sep, rest = pattern.partition(":")
+    if sep and head in FILE_FORMATS and not rest.startswith("//"):
+        return head, rest
+    return default, pattern
+
+
 def expand_inputs(patterns: Sequence[str]) -> list[str]:
     """The files named by ``patterns`` in order: a file as is, a directory as every file under it
-    (sorted, hidden names skipped), a glob (``*``, ``?``, ``[``, ``**``) as its sorted matches.
-    A pattern that names nothing is an error naming it."""
+    (sorted, hidden names skipped), a glob (``*``, ``?``, ``[``, ``**``) as its sorted matches;
+    a ``FORMAT:`` prefix is dropped. A pattern that names nothing is an error naming it."""
     files: list[str] = []
-    for pattern in patterns:
+    for pattern in (split_format(p)[1] for p in patterns):
         if glob.has_magic(pattern):
             found = sorted(p for p in _glob(pattern) if paths.is_file(p))
         elif epath.Path(pattern).is_dir():
@@ -113,6 +128,19 @@ def expand_inputs(patterns: Sequence[str]) -> list[str]:
             raise CorpusError(f"data.input_files: {pattern!r}: {what}")
         files.extend(f for f in found if f not in files)
     return files
+
+
+def _formatted_files(patterns: Sequence[str], default: str) -> list[tuple[str, str]]:
+    """(format, file) for every file the patterns name, each in its prefix's format or
+    ``default``; a file named twice is read once."""
+    out, seen = [], set()
+    for pattern in patterns:
+        fmt, pattern = split_format(pattern, default)
+        for f in expand_inputs([pattern]):
+            if f not in seen:
+                seen.add(f)
+                out.append((fmt, f))
+    return out
 
 
 def _glob(pattern: str) -> list[str]:
@@ -143,7 +171,9 @@ def auto_corpus_name(data_config) -> str:
         bool(d.get("lower_case", True)),
         d.get("tokenizer_mode", "transformers"),
     ]
-    first = d.get("tfds_name", "") or (patterns[0] if patterns else "corpus")
+    if d.get("tokenizer_type", "unigram") != "unigram":  # keeps the names of existing corpora
+        keys.append(d.tokenizer_type)
+    first = d.get("tfds_name", "") or (split_format(patterns[0])[1] if patterns else "corpus")
     stem = re.sub(r"[^a-z0-9]+", "_", os.path.basename(first.rstrip("/*")).split(".")[0].lower())
     digest = hashlib.sha1(json.dumps(keys).encode()).hexdigest()[:8]
     return f"{stem.strip('_') or 'corpus'}_{digest}"
@@ -209,9 +239,9 @@ def read_documents(
         return
     if not paths:
         raise CorpusError("no input files given (data.input_files)")
-    for path in expand_inputs(paths):
+    for fmt, path in _formatted_files(paths, input_format):
         lines = _lines(path, stats, on_invalid_utf8)
-        if input_format == "text":
+        if fmt == "text":
             doc: list[str] = []
             for _, line in lines:
                 line = line.strip()
@@ -222,7 +252,7 @@ def read_documents(
                     doc = []
             if doc:
                 yield doc
-        elif input_format == "jsonl":
+        elif fmt == "jsonl":
             for lineno, line in lines:
                 if not line.strip():
                     continue
@@ -491,6 +521,7 @@ def _provenance(d) -> dict:
         "vocab_size": int(d.vocab_size),
         "lower_case": bool(d.lower_case),
         "mode": d.get("tokenizer_mode", "transformers"),
+        **({"type": d.tokenizer_type} if d.get("tokenizer_type", "unigram") != "unigram" else {}),
     }
 
 
@@ -563,6 +594,7 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
         character_coverage=float(d.character_coverage),
         lower_case=bool(d.lower_case),
         mode=d.get("tokenizer_mode", "transformers"),
+        model_type=d.get("tokenizer_type", "unigram"),
         hard_vocab_limit=bool(d.get("hard_vocab_limit", True)),
     )
     _add_to_meta(meta_path, trained_on=_provenance(d))

@@ -61,13 +61,16 @@ def resolve_paths(data_config, workdir: str | None = None):
     current directory), ``tokenizer_dir`` / ``tfds_data_dir`` relative to ``data_dir``, the input
     files a list of absolute patterns (relative to the current directory, as a shell would take
     them) and an empty ``corpus_name`` named from them (``corpus.auto_corpus_name``)."""
-    from albert_jax.data.corpus import auto_corpus_name, input_patterns
+    from albert_jax.data.corpus import auto_corpus_name, input_patterns, split_format
 
     cfg = data_config.copy_and_resolve_references()
     with cfg.unlocked():
         cfg.data_dir = paths.resolve(cfg.data_dir, workdir)
         cfg.tokenizer_dir = paths.resolve(cfg.tokenizer_dir, cfg.data_dir)
-        files = [paths.resolve(p) for p in input_patterns(cfg.get("input_files", ()))]
+        files = []
+        for p in input_patterns(cfg.get("input_files", ())):
+            fmt, path = split_format(p)
+            files.append(f"{fmt}:{paths.resolve(path)}" if fmt else paths.resolve(path))
         if "input_files" in cfg:
             del cfg["input_files"]  # the field may hold a string (a command-line value)
         cfg.input_files = files

@@ -22,6 +22,7 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
+from albert_jax.tasks import metrics as M
 from albert_jax.tasks.data import DataError, _special_ids
 from albert_jax.tasks.finetuning import FinetuneTask
 from albert_jax.train.metrics import forward_flops_per_sequence
@@ -249,6 +250,11 @@ class ChoiceTask(FinetuneTask):
             for ex, p, pr in zip(examples, preds, probs, strict=True)
         ]  # fmt: skip
         return rows, values
+
+    def collapse(self, rows, values):
+        golds = [r["answer"] for r in rows]
+        preds = [r["prediction"] for r in rows]
+        return M.prediction_collapse(preds, "questions", "chose", golds, "option {!r}".format)
 
 
 # ---------------------------------------------------------------- the task-module protocol

@@ -481,11 +481,13 @@ def baseline_sentiment(data_dir: str | os.PathLike) -> dict:
     x_train = vectorizer.fit_transform([ex.text_a for ex in sets["train"]])
     y = {s: [labels.index(ex.label) for ex in exs] for s, exs in sets.items()}
     model = LogisticRegression(max_iter=1000).fit(x_train, y["train"])
-    out = {}
+    out, majority = {}, {}
+    top = collections.Counter(y["train"]).most_common(1)[0][0]  # train's majority, always
     for split in ("dev", "test"):
         pred = model.predict(vectorizer.transform([ex.text_a for ex in sets[split]]))
         out[split] = metrics.classification_metrics(y[split], pred)
-    return out
+        majority[split] = metrics.classification_metrics(y[split], [top] * len(y[split]))
+    return {**out, "majority_class": {"label": labels[top], **majority}}
 
 
 def baseline_tagging(data_dir: str | os.PathLike, scheme: str) -> dict:

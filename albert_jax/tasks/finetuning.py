@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 from typing import Any
 
@@ -39,6 +40,8 @@ TASK_MODULES = {
 TASK_TYPES = ("classification", "regression", "tagging", *TASK_MODULES)
 UNSHARE = {"": None, "all": ("attention", "ffn"), "attention": ("attention",), "ffn": ("ffn",)}
 INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+HEAD_PATHS = "^classifier/"  # every task's fresh head (the seq2seq task has none: nothing matches)
+log = logging.getLogger(__name__)
 
 
 def task_module(task_type: str):
@@ -56,26 +59,80 @@ class FinetuneError(ValueError):
 # ---------------------------------------------------------------- the starting point and data
 
 
-def load_init(init: str, unshare: str = ""):
-    """(Source, notes): the checkpoint at `init` with the named sub-blocks unshared."""
+RANDOM_INIT = "none"  # config.init: no checkpoint, every weight freshly initialized
+
+
+def load_init(init: str, unshare: str = "", *, tokenizer: str = "", model_from: str = ""):
+    """(Source, notes): the checkpoint at `init` with the named sub-blocks unshared. With
+    `init='none'` (the random-init control) no weights are read: the Source has the shape of
+    `model_from` (`random_init_source`), the tokenizer at `tokenizer` and no parameters, so the
+    trainer keeps every leaf of the model's own initialization, as `fresh_params='.*'` does."""
     from albert_jax.convert import load_source
 
     if not init:
         raise FinetuneError(
             "config.init is empty: name the checkpoint to fine-tune (ours, a transformers "
-            "directory, a Google TF1 checkpoint or a pretraining workdir)"
+            "directory, a Google TF1 checkpoint or a pretraining workdir), or 'none' for random "
+            "weights"
         )
     if unshare not in UNSHARE:
         raise FinetuneError(f"unshare must be one of {sorted(UNSHARE)}, got {unshare!r}")
-    source = load_source(init)
+    if init == RANDOM_INIT:
+        source, notes = random_init_source(tokenizer, model_from)
+    else:
+        source, notes = load_source(init), []
     before = source.config.layout
     blocks = UNSHARE[unshare] or ()
     L = source.config.num_layers
     groups = {f"{b}_groups": L for b in blocks}
-    if groups:
+    if groups and source.params:
         source.params, source.config = sharing.regroup(source.params, source.config, **groups)
-    notes = [f"layout {before} -> {source.config.layout}"] if groups else []
+    elif groups:  # random weights: only the shape changes
+        source.config = source.config.replace(**groups)
+    notes += [f"layout {before} -> {source.config.layout}"] if groups else []
     return source, notes
+
+
+def random_init_source(tokenizer: str, model_from: str):
+    """(Source without parameters, notes) for `init='none'`: the model config of `model_from`
+    (a checkpoint, pretraining workdir, config.json or preset: `convert.read_config`) with the
+    vocabulary of the tokenizer directory `tokenizer`."""
+    from albert_jax import presets
+    from albert_jax.convert import ConversionError, Source, describe, read_config, read_tokenizer
+
+    if not tokenizer:
+        raise FinetuneError(
+            "--config.init=none needs --config.tokenizer=DIR (a tokenizer directory, checkpoint "
+            "or pretraining workdir, e.g. runs/cpu_small/model or runs/cpu_small/data/tokenizer):"
+            " random weights come without a tokenizer"
+        )
+    if not model_from:
+        raise FinetuneError(
+            "--config.init=none needs --config.model_from=SRC for the model's shape: a "
+            "checkpoint or pretraining workdir (its config only; e.g. runs/cpu_small/model), "
+            f"its config.json, or a preset ({', '.join(presets.NAMES)})"
+        )
+    try:
+        tok = read_tokenizer(tokenizer)
+    except ConversionError as e:
+        raise FinetuneError(f"--config.tokenizer: {e}") from e
+    if tok is None:
+        raise FinetuneError(f"--config.tokenizer={tokenizer}: no tokenizer there")
+    try:
+        config = read_config(model_from)
+    except ConversionError as e:
+        raise FinetuneError(
+            f"--config.model_from: {e} (expected a checkpoint, pretraining workdir, config.json "
+            f"or preset: {', '.join(presets.NAMES)})"
+        ) from e
+    vocab = []
+    if config.vocab_size != tok.vocab_size:  # the embeddings are fresh: the tokenizer decides
+        vocab = [f"vocab_size {config.vocab_size} -> {tok.vocab_size} (the tokenizer's)"]
+        config = config.replace(vocab_size=tok.vocab_size)
+    shape = f"the shape of {model_from} ({describe(config)}), tokenizer {tokenizer}"
+    notes = [f"random init (init=none): {shape}", *vocab]
+    location = f"random weights (init=none, shape of {model_from})"
+    return Source(config, {}, tok, RANDOM_INIT, location), notes
 
 
 class FinetuneData:
@@ -88,7 +145,13 @@ class FinetuneData:
         if t.type not in TASK_TYPES:
             raise FinetuneError(f"task.type must be one of {TASK_TYPES}, got {t.type!r}")
         self.module = task_module(t.type)
-        self.source, self.notes = load_init(config.init, config.get("unshare", "") or "")
+        self.random_init = config.init == RANDOM_INIT
+        self.source, self.notes = load_init(
+            config.init,
+            config.get("unshare", "") or "",
+            tokenizer=config.get("tokenizer", "") or "",
+            model_from=config.get("model_from", "") or "",
+        )
         self.fresh_params = regex_list(config.get("fresh_params", ()))
         overrides = {k: v for k, v in config.get("model", {}).items() if v is not None}
         self.classifier_dropout = float(overrides.pop("classifier_dropout", 0.1))
@@ -115,13 +178,13 @@ class FinetuneData:
             self.stats[split].update(self._read_counts.get(paths[split], {}))
 
     def _tokenizer(self, config):
-        from albert_jax.tokenization import load_tokenizer
+        from albert_jax.convert import read_tokenizer
 
         where = config.get("tokenizer", "")
-        tok = load_tokenizer(where) if where else self.source.tokenizer
+        tok = read_tokenizer(where) if where else self.source.tokenizer
         if tok is None:
             raise FinetuneError(
-                f"{config.init} has no tokenizer: name one with --config.tokenizer=DIR"
+                f"{where or config.init} has no tokenizer: name one with --config.tokenizer=DIR"
             )
         if tok.vocab_size != self.model_config.vocab_size:
             raise FinetuneError(
@@ -219,6 +282,8 @@ class FinetuneTask:
         self.seq_length = data.max_seq_length
         self.fresh_params = data.fresh_params
         self.init_source = data.source.location
+        # In results.json (the trainer adds it): tables tell the random-init control apart.
+        self.results_info = {"init": str(config.init), "random_init": data.random_init}
         self.workdir = workdir
         metric = M.best_metric_name(data.task_type, config.get("best_metric", "") or None)
         self.best_metric = (metric, "max" if M.higher_is_better(metric) else "min")
@@ -283,13 +348,32 @@ class FinetuneTask:
         if name not in self.data.features:
             return {}
         outputs = predict_all(run, self.data.features[name], self.eval_batch_size)
-        rows, values = self.score(name, outputs)
+        rows, values = self.flag_collapse(name, step, *self.score(name, outputs))
         if split is not None and self.workdir and jax.process_index() == 0:
             self.write_predictions(paths.join(self.workdir, "predictions", name), rows)
         return values
 
     def write_predictions(self, stem: str, rows) -> None:
         write_jsonl(stem + ".jsonl", rows)
+
+    # The fresh head's parameters (for the multiplier named in the collapse warning; None: no
+    # fresh head).
+    head_pattern: str | None = HEAD_PATHS
+
+    def collapse(self, rows, values) -> str | None:
+        """What is degenerate about a split's predictions (`score`'s rows and metrics), or None
+        (`albert_jax.tasks.metrics.prediction_collapse` and its siblings)."""
+        return None
+
+    def flag_collapse(self, split, step, rows, values):
+        """(rows, values) with `collapsed` (1.0 / 0.0) among the metrics of a scored split; one
+        warning line (console and train.log) when the predictions collapsed."""
+        what = self.collapse(rows, values)
+        if what and jax.process_index() == 0:
+            log.warning(M.collapse_warning(split, step, what, self.config, self.head_pattern))
+        if values:
+            values = {**values, "collapsed": float(what is not None)}
+        return rows, values
 
 
 class ClassificationTask(FinetuneTask):
@@ -332,6 +416,13 @@ class ClassificationTask(FinetuneTask):
             )
         return rows, values
 
+    def collapse(self, rows, values):
+        preds = [r["prediction"] for r in rows]
+        golds = [r["label"] for r in rows if "label" in r]
+        if self.data.task_type == "regression":
+            return M.regression_collapse(preds, golds if len(golds) == len(rows) else None)
+        return M.prediction_collapse(preds, "examples", "predicted", golds)
+
 
 class TaggingTask(FinetuneTask):
     """A tag per word, predicted at the word's first piece (BIO / BMES, entity-level F1)."""
@@ -371,6 +462,11 @@ class TaggingTask(FinetuneTask):
             values = {**m, **{f"{k}_f1": v["f1"] for k, v in per_type.items() if k != "W"}}
         rows = [_row(ex, predicted=tags) for ex, tags in zip(examples, predicted, strict=True)]
         return rows, values
+
+    def collapse(self, rows, values):
+        tags = [t for r in rows for t in r["predicted"]]
+        golds = [t for r in rows for t in r.get("tags", ())]
+        return M.prediction_collapse(tags, f"words ({len(rows)} sentences)", "predicted", golds)
 
 
 def make_task(config, data: FinetuneData, workdir=None) -> FinetuneTask:
@@ -443,6 +539,48 @@ def resolve_schedule(config, num_train: int):
     return config
 
 
+# `optim.learning_rate` / `optim.lr_multipliers` left at None are chosen by the model's hidden
+# size. The reference's 2e-5 (1x) is right for base-and-larger checkpoints but leaves the
+# project's small CPU ones (hidden 128-256) at the label prior; they train at 3e-4 with the fresh
+# head at 10x (ner.py). Between the two sizes both are interpolated geometrically.
+AUTO_LR = ((256, 3e-4, 10.0), (768, 2e-5, 1.0))  # (hidden size, learning rate, head multiplier)
+
+
+def auto_learning_rate(hidden_size: int) -> tuple[float, float, str]:
+    """(learning rate, head multiplier, why) for a model of this hidden size (AUTO_LR)."""
+    (h0, lr0, m0), (h1, lr1, m1) = AUTO_LR
+    if hidden_size <= h0:
+        return lr0, m0, f"hidden {hidden_size} <= {h0}"
+    if hidden_size >= h1:
+        return lr1, m1, f"hidden {hidden_size} >= {h1}"
+    t = math.log(hidden_size / h0) / math.log(h1 / h0)
+    lr = float(f"{lr0 * (lr1 / lr0) ** t:.2g}")
+    m = round(m0 * (m1 / m0) ** t, 1)
+    return lr, m, f"hidden {hidden_size}: geometric between {lr0:g} at {h0} and {lr1:g} at {h1}"
+
+
+def resolve_learning_rate(config, model_config):
+    """(config, line): a copy of `config` whose auto (None) `optim.learning_rate` and
+    `optim.lr_multipliers` are chosen by `auto_learning_rate`, and the line saying what was
+    chosen and why (None, and `config` itself, when both are set explicitly)."""
+    lr, mult = config.optim.get("learning_rate"), config.optim.get("lr_multipliers")
+    if lr is not None and mult is not None:
+        return config, None
+    auto_lr, auto_mult, why = auto_learning_rate(model_config.hidden_size)
+    config = config.copy_and_resolve_references()
+    chosen, flags = [], []
+    with config.unlocked():
+        if lr is None:
+            config.optim.learning_rate = auto_lr
+            chosen.append(f"learning rate {auto_lr:g}")
+            flags.append("--config.optim.learning_rate")
+        if mult is None:
+            config.optim.lr_multipliers = f"{HEAD_PATHS}={auto_mult:g}" if auto_mult != 1 else ""
+            chosen.append(f"head lr x{auto_mult:g}")
+            flags.append("--config.optim.lr_multipliers")
+    return config, f"{', '.join(chosen)} (auto: {why}; pass {' / '.join(flags)} to override)"
+
+
 def parse_seeds(config) -> list[int]:
     seeds = config.get("seeds", "")
     if isinstance(seeds, int):
@@ -460,6 +598,10 @@ def run(config, workdir: str) -> dict[str, Any]:
     seeds = parse_seeds(config)
     data = FinetuneData(config)
     _print_data(data)
+    # The model's size is known now: an auto learning rate is chosen before the optimizer is built.
+    config, chosen = resolve_learning_rate(config, data.model_config)
+    if chosen and jax.process_index() == 0:
+        print(chosen, flush=True)
     per_seed = {}
     for seed in seeds:
         # Epochs count training rows (QA: windows, several per question), as the iterator does.
@@ -528,6 +670,8 @@ def summarize(per_seed: dict[int, dict], data: FinetuneData) -> dict[str, Any]:
         out[key] = _mean_std([r[key] for r in per_seed.values()])
     out["metric"] = next(iter(per_seed.values()))["metric"]
     out["layout"] = data.model_config.layout
+    out["init"] = "none" if data.random_init else data.source.location
+    out["random_init"] = data.random_init
     return out
 
 
@@ -539,7 +683,8 @@ def _mean_std(values):
 
 
 def format_summary(summary) -> str:
-    lines = [f"seeds {summary['seeds']} ({summary['layout']} layout): mean ± std"]
+    init = ", random init" if summary.get("random_init") else ""
+    lines = [f"seeds {summary['seeds']} ({summary['layout']} layout{init}): mean ± std"]
     for split in ("dev", "test"):
         for k, ms in summary[split].items():
             if ms is not None:

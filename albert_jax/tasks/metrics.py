@@ -5,7 +5,8 @@ Every function returns plain Python floats so the result can go straight into JS
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy import stats
@@ -110,6 +111,106 @@ def tagging_metrics(
         "accuracy": float(seq_accuracy(gold, pred)) if n_tokens else 0.0,
         "per_type": per_type,
     }
+
+
+# ---- collapsed predictions: one line when an evaluation shows the run learned nothing ----------
+# The most common prediction may leave out at most this share of the predictions (1 % of them,
+# rounded down: with fewer than 100 every one must agree). 720 no-answers out of 721 questions
+# count as collapsed; a healthy model on a task with a 99.5 % majority class may be flagged too,
+# and the line says how the gold labels are distributed.
+COLLAPSE_TOLERANCE = 0.01
+
+
+def prediction_collapse(
+    predictions: Sequence,
+    unit: str = "examples",
+    verb: str = "predicted",
+    golds: Sequence | None = None,
+    show: Callable[[object], str] = repr,
+) -> str | None:
+    """What is degenerate about a split's discrete predictions (class labels, tags, answer or
+    generated texts; hashable), or None when they vary. Degenerate: the most common prediction
+    is all of them, or all but at most COLLAPSE_TOLERANCE of them: "every one of 1716 examples
+    predicted 'pos'", "720 of 721 questions answered ''" (`show` writes the prediction). With
+    `golds`, the gold share of the predicted value follows: "(the label prior: 58.0 % of the
+    gold are 'pos')". Fewer than two predictions never collapse."""
+    n = len(predictions)
+    if n < 2:
+        return None
+    top, k = Counter(predictions).most_common(1)[0]
+    if n - k > int(n * COLLAPSE_TOLERANCE):
+        return None
+    text = f"{'every one' if k == n else k} of {n} {unit} {verb} {show(top)}"
+    if golds:
+        counts = Counter(golds)
+        share = 100.0 * counts.get(top, 0) / len(golds)
+        prior = "the label prior: " if counts.get(top, 0) == max(counts.values()) else ""
+        text += f" ({prior}{share:.1f} % of the gold are {top!r})"
+    return text
+
+
+def regression_collapse(preds, golds=None) -> str | None:
+    """Regression predictions with (about) no spread: their standard deviation at most 1e-3 of
+    the gold values' (exactly 0 without golds or with constant golds), or None."""
+    p = np.asarray(preds, np.float64).reshape(-1)
+    if p.size < 2:
+        return None
+    spread = float(p.std())
+    gold = float(np.std(np.asarray(golds, np.float64))) if golds is not None and len(golds) else 0
+    if spread > 1e-3 * gold:
+        return None
+    against = f", the gold values' {gold:.3g}" if gold else ""
+    return f"all {p.size} predictions are about {p.mean():.4g} (std {spread:.2g}{against})"
+
+
+def nothing_predicted(counts: Sequence[int], unit: str = "examples", what: str = "triple"):
+    """When every count (predictions per example) is 0: "no triple predicted for any of 500
+    sentences"; else None."""
+    if not len(counts) or any(counts):
+        return None
+    return f"no {what} predicted for any of {len(counts)} {unit}"
+
+
+def collapse_warning(split: str, step, what: str, config=None, head: str | None = "^classifier/"):
+    """The one warning line for collapsed predictions of `split` at `step`: `what` (from the
+    functions above) and the likely causes, with the run's values where `config` has them (the
+    learning rate, the steps, and with `head` the learning-rate multiplier of a fresh head)."""
+    optim = _get(config, "optim")
+    lr, mult = _get(optim, "learning_rate"), _get(optim, "lr_multipliers")
+    steps, per_epoch = _get(config, "total_steps"), _get(config, "steps_per_epoch")
+    causes = [f"the learning rate (too low or too high: optim.learning_rate={_g(lr)})"]
+    if steps and per_epoch:  # a resolved schedule (`finetuning.resolve_schedule`)
+        counted = f" (total_steps={steps}, {steps / per_epoch:.3g} epochs)"
+    elif steps or _get(config, "num_epochs"):
+        counted = f" (total_steps={steps})" if steps else f" (num_epochs={_g(config.num_epochs)})"
+    else:
+        counted = ""
+    causes.append("too few steps" + counted)
+    if head:
+        hint = "" if mult else f"; e.g. '{head}=10'"
+        causes.append(
+            f"the fresh head's learning-rate multiplier (optim.lr_multipliers={mult or ''!r}{hint})"
+        )
+    at = f" at step {step}" if step is not None else ""
+    listed = ", ".join(causes[:-1]) + f" or {causes[-1]}"
+    return f"{split} predictions collapsed{at}: {what}; likely causes: {listed}"
+
+
+def _get(node, key):
+    return node.get(key) if node is not None else None
+
+
+def _g(x) -> str:
+    return "?" if x is None else f"{x:g}" if isinstance(x, int | float) else str(x)
+
+
+def welch_t(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """Welch's t and two-sided p for mean(a) - mean(b) (unequal variances: seeds of two
+    fine-tuning setups); nan with fewer than two values on a side."""
+    if len(a) < 2 or len(b) < 2:
+        return float("nan"), float("nan")
+    r = stats.ttest_ind(a, b, equal_var=False)
+    return float(r.statistic), float(r.pvalue)
 
 
 def best_metric_name(task_type: str, requested: str | None = None) -> str:

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from albert_jax import paths
+from albert_jax.tasks import metrics as M
 from albert_jax.tasks import squad
 from albert_jax.tasks.data import DataError, _special_ids, word_pieces
 from albert_jax.tasks.finetuning import FinetuneTask
@@ -256,6 +257,8 @@ class QATask(FinetuneTask):
             values.update(
                 squad.squad_evaluate(golds, preds, na, threshold or 0.0, char_level=char_level)
             )
+        if examples and na is not None:
+            values = _with_floors(values, golds, preds, char_level)
         rows = []
         for ex, d in zip(examples, decoded, strict=True):
             text = d["text"]
@@ -268,10 +271,39 @@ class QATask(FinetuneTask):
             )  # fmt: skip
         return rows, {k: float(v) for k, v in values.items() if isinstance(v, int | float)}
 
+    def collapse(self, rows, values):
+        def show(text):
+            return "'' (no answer)" if not text else f"the same span {text[:60]!r}"
+
+        what = M.prediction_collapse(
+            [r["prediction"] for r in rows], "questions", "answered", None, show
+        )
+        if what and "span_f1" in values:
+            what += (
+                f" (official f1 {values['f1']:.1f}, span-only f1 {values['span_f1']:.1f}, "
+                f"always-no-answer floor {values['no_answer_floor']:.1f})"
+            )
+        return what
+
     def write_predictions(self, stem: str, rows) -> None:
         super().write_predictions(stem, rows)
         # The official evaluation script's input: {question id: answer text}.
         _write_json(stem + "_official.json", {r["id"]: r["prediction"] for r in rows})
+
+
+def _with_floors(values: dict, golds, preds, char_level: bool) -> dict:
+    """The official metrics with, after `f1`, what the threshold hides: `span_exact` /
+    `span_f1` (the best span of every question, no threshold) and `no_answer_floor` (the F1 and
+    exact match of answering "" everywhere: the share of questions without an answer)."""
+    span = squad.squad_evaluate(golds, preds, None, char_level=char_level)
+    floor = squad.squad_evaluate(golds, dict.fromkeys(golds, ""), None, char_level=char_level)
+    extra = {"span_exact": span["exact"], "span_f1": span["f1"], "no_answer_floor": floor["f1"]}
+    out = {}
+    for k, v in values.items():
+        out[k] = v
+        if k == "f1":
+            out.update(extra)
+    return out | extra
 
 
 def _write_json(path: str, obj) -> None:

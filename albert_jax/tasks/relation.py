@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from albert_jax.tasks import metrics as M
 from albert_jax.tasks.data import DataError, _json_records, _special_ids, word_pieces
 from albert_jax.tasks.finetuning import INPUTS, FinetuneError, FinetuneTask
 from albert_jax.tasks.qa import context_words
@@ -405,6 +406,9 @@ class RelationTask(FinetuneTask):
             for ex, g, p in zip(examples, gold, predicted, strict=True)
         ]
         return rows, values
+
+    def collapse(self, rows, values):
+        return M.nothing_predicted([len(r["predicted"]) for r in rows], "sentences", "triple")
 
 
 def _spo(triples) -> list[dict[str, str]]:

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from albert_jax import decoding, paths
+from albert_jax.tasks import metrics as M
 from albert_jax.tasks import textgen
 from albert_jax.tasks.data import _special_ids
 from albert_jax.tasks.finetuning import INPUTS, FinetuneError, FinetuneTask, predict_all
@@ -23,6 +24,7 @@ from albert_jax.tasks.finetuning import INPUTS, FinetuneError, FinetuneTask, pre
 
 class Seq2SeqTask(FinetuneTask):
     targets = ("labels", "source_length")
+    head_pattern = None  # the pretrained MLM head generates: no fresh head to name
 
     def __init__(self, config, data, workdir=None):
         super().__init__(config, data, workdir)
@@ -81,7 +83,7 @@ class Seq2SeqTask(FinetuneTask):
         name = split or "dev"
         if name not in self.data.features:
             return {}
-        rows, values = self.predict_split(run, name)
+        rows, values = self.flag_collapse(name, step, *self.predict_split(run, name))
         if split is not None and self.workdir and jax.process_index() == 0:
             self.write_predictions(paths.join(self.workdir, "predictions", name), rows)
         return values
@@ -108,6 +110,13 @@ class Seq2SeqTask(FinetuneTask):
             ).sum(0)
             values.update(loss=float(nll / max(count, 1)), token_accuracy=float(correct / count))
         return rows, values
+
+    def collapse(self, rows, values):
+        def show(text):
+            return "empty" if not text else f"as the same text {text[:60]!r}"
+
+        preds = [r["prediction"] for r in rows]
+        return M.prediction_collapse(preds, "generations", "came out", None, show)
 
 
 def _token_nll(logits, labels):

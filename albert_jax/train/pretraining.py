@@ -14,6 +14,7 @@ import json
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from albert_jax import electra, paths, presets, sharing
 from albert_jax.data import pairs
@@ -22,6 +23,8 @@ from albert_jax.model import AlbertForPreTraining
 from albert_jax.train.metrics import train_flops_per_sequence
 
 OBJECTIVES = ("mlm+sop", "mlm+nsp", "mlm", "electra")
+# Batch fields the evaluation's majority baselines are computed from.
+BASELINE_KEYS = ("masked_lm_ids", "masked_lm_weights", "sentence_order_label")
 
 
 class ObjectiveError(ValueError):
@@ -160,34 +163,46 @@ class PretrainingTask:
         held-out pairs of each sentence task, `sop_task_accuracy` and `nsp_task_accuracy` (the
         paper's Table 5: a model trained for one scored on the other), each beside the accuracy
         of always answering the more frequent label on those pairs (`..._task_majority`; with
-        the reference's random-document B for one-segment chunks, SOP pairs are not 50/50)."""
+        the reference's random-document B for one-segment chunks, SOP pairs are not 50/50).
+
+        Beside the accuracies, the floors they must clear on the same held-out batches:
+        `mlm_majority_accuracy` (always predicting the most frequent target piece) and
+        `sop_majority_share` (always answering the more frequent sentence label)."""
         del step, split
         cross = self.config.get("cross_eval", False)
         own = self.data.get("mode", "sop")
-        metrics = self._mean(run, own, cross)
+        metrics = self._mean(run, own)
         if cross:
             for mode in pairs.MODES:
-                m = metrics if mode == own else self._mean(run, mode, True)
+                m = metrics if mode == own else self._mean(run, mode)
                 metrics[f"{mode}_task_accuracy"] = m["sop_accuracy"]
-                share = m["label_share"]
-                metrics[f"{mode}_task_majority"] = max(share, 1.0 - share)
-            del metrics["label_share"]
+                metrics[f"{mode}_task_majority"] = m["sop_majority_share"]
         return metrics
 
-    def _mean(self, run, mode, label_share: bool = False) -> dict[str, float]:
+    def _mean(self, run, mode) -> dict[str, float]:
         from albert_jax.data.pipeline import DataConfigError
 
         where = (jax.process_index(), jax.process_count())
         own = mode == self.data.get("mode", "sop")
         it = self.eval_iterator(*where) if own else self.eval_iterator(*where, mode)
         sums: dict[str, float] = {}
+        per_token: dict[str, list[np.ndarray]] = {}  # arrays from eval_step, for `token_metrics`
+        targets: list[tuple[np.ndarray, np.ndarray]] = []  # (masked_lm_ids, weights) per batch
+        labels: list[np.ndarray] = []
         n = 0
         for batch in itertools.islice(it, int(self.config.eval_batches)):
             values = run(batch)
-            if label_share:  # of label 1 (this process's batches)
-                values = {**values, "label_share": batch["sentence_order_label"].mean()}
+            # The whole global batch's, as `run`'s metrics are (each process holds a slice).
+            host = _gather_host({k: batch[k] for k in BASELINE_KEYS if k in batch})
+            if "masked_lm_ids" in host:
+                targets.append((host["masked_lm_ids"], host["masked_lm_weights"]))
+            if "sentence_order_label" in host:
+                labels.append(host["sentence_order_label"])
             for k, v in values.items():
-                sums[k] = sums.get(k, 0.0) + float(v)
+                if np.ndim(v):
+                    per_token.setdefault(k, []).append(np.asarray(v))
+                else:
+                    sums[k] = sums.get(k, 0.0) + float(v)
             n += 1
         if n == 0:
             raise DataConfigError(
@@ -195,12 +210,63 @@ class PretrainingTask:
                 f"{self.global_batch_size} examples: give it more documents (e.g. "
                 "--config.eval_split='train[95%:]') or turn evaluation off (--config.eval_every=0)"
             )
-        return {k: v / n for k, v in sums.items()}
+        metrics = {k: v / n for k, v in sums.items()}
+        # Printed next to the accuracy they bound (the eval line keeps the dict's order).
+        if "mlm_accuracy" in metrics and targets:
+            floor = mlm_majority_accuracy(*zip(*targets, strict=True))
+            metrics = _beside(metrics, "mlm_accuracy", "mlm_majority_accuracy", floor)
+        if "sop_accuracy" in metrics and labels:
+            share = float(np.mean([np.mean(b) for b in labels]))  # of label 1
+            share = max(share, 1.0 - share)
+            metrics = _beside(metrics, "sop_accuracy", "sop_majority_share", share)
+        return self.token_metrics(per_token, metrics)
+
+    def token_metrics(self, per_token, metrics) -> dict[str, float]:
+        """`metrics` plus those of all the evaluated batches' per-token arrays (none here)."""
+        del per_token
+        return metrics
 
     def flops_per_example(self) -> float:
         return train_flops_per_sequence(
             self.model_config, int(self.data.max_seq_length), int(self.data.max_predictions)
         )
+
+
+def mlm_majority_accuracy(ids, weights) -> float:
+    """The held-out MLM accuracy of always predicting one piece, the most frequent (by weight)
+    among all the evaluated targets: the best constant predictor, the floor a model must beat.
+    Per batch with mlm_accuracy's weights and denominator, then averaged over the batches as
+    `evaluate` averages mlm_accuracy. `ids`, `weights`: one [B, P] array per batch."""
+    counts = np.bincount(
+        np.concatenate([np.ravel(i) for i in ids]).astype(np.int64),
+        weights=np.concatenate([np.ravel(w) for w in weights]).astype(np.float64),
+    )
+    top = int(np.argmax(counts))
+    w = [np.asarray(w, np.float64) for w in weights]
+    per_batch = [
+        np.sum(wb * (np.asarray(i) == top)) / (np.sum(wb) + 1e-5)
+        for i, wb in zip(ids, w, strict=True)
+    ]
+    return float(np.mean(per_batch))
+
+
+def _beside(metrics: dict, after: str, key: str, value: float) -> dict:
+    """`metrics` with `key` inserted right after `after`."""
+    out = {}
+    for k, v in metrics.items():
+        out[k] = v
+        if k == after:
+            out[key] = value
+    return out
+
+
+def _gather_host(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each process's slice of the global batch -> the whole batch (host NumPy)."""
+    if jax.process_count() == 1:
+        return {k: np.asarray(v) for k, v in arrays.items()}
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.process_allgather(arrays, tiled=True)
 
 
 class ElectraTask(PretrainingTask):
@@ -244,10 +310,10 @@ class ElectraTask(PretrainingTask):
     def normalizers(self, batch):
         return electra.normalizers(batch)
 
-    def loss(self, params, batch, norms, rng):
+    def _outputs(self, params, batch, rng):
         # Evaluation samples with a fixed key: the same corruption at every evaluation.
         key = jax.random.PRNGKey(0) if rng is None else jax.random.fold_in(rng, 1)
-        out = self._apply(
+        return self._apply(
             params,
             batch,
             None if rng is None else jax.random.fold_in(rng, 0),
@@ -255,13 +321,28 @@ class ElectraTask(PretrainingTask):
             masked_lm_weights=batch["masked_lm_weights"],
             sample_key=key,
         )
-        return electra.loss(out, batch, norms, self.weight)
+
+    def loss(self, params, batch, norms, rng):
+        return electra.loss(self._outputs(params, batch, rng), batch, norms, self.weight)
 
     def finish_metrics(self, metrics):
         return electra.finish_metrics(metrics)
 
     def eval_step(self, params, batch):
-        return self.finish_metrics(super().eval_step(params, batch))
+        out = self._outputs(params, batch, None)
+        metrics = electra.loss(out, batch, self.normalizers(batch), self.weight)[1]
+        return {**self.finish_metrics(metrics), **electra.auc_inputs(out, batch)}
+
+    def token_metrics(self, per_token, metrics) -> dict[str, float]:
+        """`disc_auc` (as the reference's) over every non-padding token of the evaluated batches,
+        printed after disc_accuracy."""
+        if "disc_token_labels" not in per_token:  # an eval_step without the per-token arrays
+            return metrics
+        labels = np.concatenate([np.ravel(x) for x in per_token["disc_token_labels"]])
+        logits = np.concatenate([np.ravel(x) for x in per_token["disc_token_logits"]])
+        real = labels >= 0
+        auc = electra.disc_auc(labels[real], logits[real])
+        return _beside(metrics, "disc_accuracy", "disc_auc", auc)
 
     def flops_per_example(self) -> float:
         return electra.train_flops_per_sequence(

@@ -86,6 +86,7 @@ class Task(Protocol):
     # final_splits: splits evaluated with the best parameters at the end (predictions written)
     # stacked_paths() -> frozenset: leaves with a layer axis, when not model_config's alone
     # finish_metrics(metrics) -> metrics: ratios formed after the micro-batch sums
+    # results_info: dict of fields written into results.json beside the scores (e.g. `init`)
 
 
 @flax.struct.dataclass
@@ -512,7 +513,8 @@ def _final_evaluation(task, evaluate, best, shardings, workdir, is_main) -> None
     _, params = checkpoint.load(paths.join(workdir, "best"))
     params = sharing.split_layers(params, layer_view(task))
     params = jax.tree_util.tree_map(jax.device_put, params, shardings.params)
-    results = {"best_step": best.step, "metric": best.name, "best_eval": best.record["eval"]}
+    results = {**getattr(task, "results_info", {})}
+    results.update(best_step=best.step, metric=best.name, best_eval=best.record["eval"])
     for split in getattr(task, "final_splits", ()):
         values = evaluate(params, best.step, split)
         results[split] = values

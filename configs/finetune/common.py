@@ -3,6 +3,19 @@
 Not a config itself; `sentiment.py`, `ner.py`, `seg.py` and `tsv.py` build on it. Optimizer: the
 original `run_classifier.py` (AdamW, weight decay 0.01 except LayerNorm and biases, eps 1e-6,
 global-norm clipping 1.0, linear warmup then linear decay to 0; LAMB with `optim.name=lamb`).
+
+The random-init control (`init='none'`): the same recipe from fresh weights, every one drawn by
+the model's own initializer (as `fresh_params='.*'` does), nothing read from a checkpoint but
+its shape. Both required: `tokenizer`, the vocabulary (a tokenizer directory, a checkpoint or a
+pretraining workdir; vocab_size is the tokenizer's), and `model_from`, the shape (a checkpoint or
+pretraining workdir, its config only; a config.json of ours; or a preset such as `albert-base`).
+"My checkpoint's architecture, but random":
+
+  python -m finetune --config configs/finetune/sentiment.py --workdir runs/ft_sentiment_random \
+      --config.init=none --config.tokenizer=runs/cpu_small/model \
+      --config.model_from=runs/cpu_small/model
+
+results.json and summary.json then say `"init": "none", "random_init": true`.
 """
 
 import ml_collections
@@ -20,12 +33,26 @@ def use_prepared(c, name: str, ext: str) -> None:
     c.task.prepare = name
 
 
+def use_auto_learning_rate(c) -> None:
+    """The learning rate and the head's multiplier chosen by model size once the checkpoint is
+    read (`albert_jax.tasks.finetuning.auto_learning_rate`: hidden <= 256: 3e-4, head x10;
+    >= 768: 2e-5, x1; geometric in between) and printed; a value passed on the command line is
+    kept (`--config.optim.lr_multipliers=''`: no multiplier)."""
+    c.optim.learning_rate = config_dict.placeholder(float)  # None: auto
+    c.optim.lr_multipliers = config_dict.placeholder(str)  # None: auto
+
+
 def get_common(task_type: str) -> ml_collections.ConfigDict:
     c = trainer_defaults()
-    c.init = "runs/cpu_small/model"  # ours, transformers dir, TF1 checkpoint or pretrain workdir
+    # Ours, a transformers dir, a TF1 checkpoint or a pretraining workdir; 'none': random weights
+    # (the control: needs `tokenizer` and `model_from`, see above).
+    c.init = "runs/cpu_small/model"
+    c.model_from = ""  # init='none': the shape (checkpoint / workdir / config.json / preset)
     c.unshare = ""  # '' keeps the checkpoint's layout; all | attention | ffn: per-layer copies
     c.fresh_params = ""  # path regexes that start fresh even if the checkpoint has them
-    c.tokenizer = ""  # '' = the checkpoint's tokenizer
+    # '' = the checkpoint's tokenizer; else a tokenizer directory (spiece.model / vocab.txt), a
+    # checkpoint or a pretraining workdir whose tokenizer to use
+    c.tokenizer = ""
     c.seeds = ""  # '0,1,2': one run per seed in WORKDIR/seed_S, then mean ± std
     c.batch_size = 32
     c.eval_batch_size = 64
@@ -56,7 +83,7 @@ def get_common(task_type: str) -> ml_collections.ConfigDict:
     )
     c.optim = default_optim_config()
     c.optim.name = "adamw"
-    c.optim.learning_rate = 2e-5
+    c.optim.learning_rate = 2e-5  # use_auto_learning_rate: by model size (tsv.py, ner.py, ...)
     c.optim.end_lr = 0.0
     c.optim.power = 1.0
     c.task = ml_collections.ConfigDict(

@@ -48,6 +48,9 @@ def get_data_config() -> ml_collections.ConfigDict:
     # SentencePiece encoding: 'transformers' (AlbertTokenizer's, what released checkpoints are
     # used with) or 'reference' (google-research/albert's under Python 3); see tokenization.py.
     d.tokenizer_mode = "transformers"
+    # SentencePiece model: 'unigram' (the reference) or 'char' (one piece per character: for
+    # Chinese at small scale, where a word-piece vocabulary is too sparse to learn in minutes).
+    d.tokenizer_type = "unigram"
     # Examples.
     d.max_seq_length = 128
     d.max_predictions = 20

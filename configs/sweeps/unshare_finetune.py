@@ -4,8 +4,10 @@ on the offline sentiment and NER tasks.
   python -m pretrain.sweep --config configs/sweeps/unshare_finetune.py --workdir runs/sw_unshare
 
 One pretraining run (the README's, 1000 steps), then each task with the checkpoint's layout
-(`unshare=''`, all-shared) and with `unshare=all` (every layer its own copy), seeds 0, 1, 2; one
-epoch each: about 45 minutes on a 2-core CPU. More tasks: add them to `tasks` (relation.py,
+(`unshare=''`, all-shared), with `unshare=all` (every layer its own copy) and from random weights
+of the checkpoint's shape and tokenizer (`init=none`: the "random init" row, the control for
+what pretraining adds), seeds 0, 1, 2; one epoch each: about an hour on a 2-core CPU (45
+minutes before the random-init row). More tasks: add them to `tasks` (relation.py,
 entities.py, cloze.py, race.py). Paper scale: `pretrain_config='configs/pretrain/paper.py'`, or
 drop pretraining and fine-tune a released checkpoint directly with `python -m finetune
 --config.init=PATH` (one command per task and layout, see README).
@@ -26,4 +28,5 @@ def get_sweep() -> Sweep:
         finetune={"num_epochs": 1.0},
         seeds=(0, 1, 2),
         paper=PAPER,
+        random_init=True,
     )

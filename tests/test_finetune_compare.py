@@ -1,0 +1,75 @@
+"""`python -m finetune.compare`: runs against a control with Welch's t-test, and baseline rows."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from scipy import stats
+
+from finetune import compare
+
+
+def _run(tmp_path, name, dev, test, random_init=False, metric="accuracy"):
+    wd = tmp_path / name
+    wd.mkdir()
+    per_seed = {
+        str(s): {"metric": metric, "dev": {metric: d}, "test": {metric: t}}
+        for s, (d, t) in enumerate(zip(dev, test, strict=True))
+    }
+    summary = {"metric": metric, "per_seed": per_seed, "random_init": random_init,
+               "layout": "all"}  # fmt: skip
+    (wd / "summary.json").write_text(json.dumps(summary))
+    return str(wd)
+
+
+def _welch_by_hand(a, b):
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1)
+    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1)
+    se2 = va / len(a) + vb / len(b)
+    t = (ma - mb) / math.sqrt(se2)
+    df = se2**2 / ((va / len(a)) ** 2 / (len(a) - 1) + (vb / len(b)) ** 2 / (len(b) - 1))
+    return t, 2 * stats.t.sf(abs(t), df)
+
+
+def test_rows_against_the_random_init_control(tmp_path, capsys):
+    pre = _run(tmp_path, "pre", [0.86, 0.87, 0.85], [0.85, 0.88, 0.86])
+    rnd = _run(tmp_path, "rnd", [0.80, 0.79, 0.81], [0.79, 0.80, 0.82], random_init=True)
+    base = tmp_path / "baseline.json"
+    base.write_text(json.dumps({
+        "task": "sentiment",
+        "dev": {"accuracy": 0.85}, "test": {"accuracy": 0.83},
+        "majority_class": {"label": "neg", "dev": {"accuracy": 0.52}, "test": {"accuracy": 0.51}},
+    }))  # fmt: skip
+    rows = compare.main([pre, rnd, "--baseline", str(base), "--json", str(tmp_path / "o.json")])
+    # The random-init run is the control by default; the pretrained row is tested against it.
+    by = {r["run"]: r for r in rows}
+    assert "p" not in by[rnd]
+    t, p = _welch_by_hand([0.85, 0.88, 0.86], [0.79, 0.80, 0.82])
+    assert by[pre]["t"] == pytest.approx(t) and by[pre]["p"] == pytest.approx(p)
+    assert by[pre]["diff"] == pytest.approx(0.06)
+    assert by[pre]["test_std"] == pytest.approx(0.015275, abs=1e-6)
+    out = capsys.readouterr().out
+    assert f"| {pre} | pretrained (all) | 3 | 86.00 ± 1.00 | 86.33 ± 1.53 |" in out
+    assert f"+6.00 | {t:.2f} | {p:.3g} |" in out
+    assert "| non-neural baseline | | | 85.00 | 83.00 |" in out
+    assert "| majority class (neg) | | | 52.00 | 51.00 |" in out
+    assert json.loads((tmp_path / "o.json").read_text())["rows"][0]["run"] == pre
+
+
+def test_explicit_control_and_bad_input(tmp_path):
+    a = _run(tmp_path, "a", [0.5, 0.6], [0.5, 0.7])
+    b = _run(tmp_path, "b", [0.5, 0.6], [0.6, 0.6])
+    rows = compare.main([a, "--control", b])
+    assert rows[0]["run"] == b and rows[1]["diff"] == pytest.approx(0.0)
+    missing = tmp_path / "nothing"
+    r = subprocess.run(
+        [sys.executable, "-m", "finetune.compare", a, str(missing)], capture_output=True, text=True
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"python -m finetune.compare: error: {missing}/summary.json: no such file "
+        f"(is {missing} a finished `python -m finetune` run?)"
+    )

@@ -1,0 +1,203 @@
+"""The random-init control (`--config.init=none`) and the learning rate chosen by model size:
+the control starts every weight from the model's own initializer (the `fresh_params='.*'` path)
+with the shape of `model_from` and the vocabulary of `tokenizer`, says so in its results, and
+refuses to start without either; tsv.py / ner.py / cloze.py pick 3e-4 (head x10) for small
+models and 2e-5 (x1) for base-sized ones, print the choice, and keep explicit values."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from flax import traverse_util
+
+from albert_jax import checkpoint, presets
+from albert_jax.model import AlbertForPreTraining
+from albert_jax.optim import make_optimizer
+from albert_jax.tasks import finetuning as F
+from albert_jax.tokenization import load_tokenizer
+from configs.finetune import cloze, ner, sentiment, tsv
+from tests.helpers import random_params
+from tests.test_finetune import ROOT, TOKENIZER, files, make_config, tiny_config
+
+__all__ = ["files"]  # a module fixture of test_finetune, used here
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    """test_finetune's checkpoint, but with weights drawn from another seed than fine-tuning's
+    (0): flax derives each leaf's key from its path, so seed-0 weights would equal a seed-0
+    random init leaf for leaf, as no trained checkpoint does."""
+    path = str(tmp_path_factory.mktemp("ckpt") / "model")
+    config = tiny_config()
+    params = random_params(AlbertForPreTraining(config), seed=7)
+    checkpoint.save(path, config, params, tokenizer=load_tokenizer(TOKENIZER))
+    return path
+
+
+def flat(params):
+    return traverse_util.flatten_dict(params, sep="/")
+
+
+def shape(config):
+    fields = "vocab_size embedding_size hidden_size num_layers num_heads intermediate_size"
+    return [getattr(config, f) for f in fields.split()] + [config.layout]
+
+
+# ---------------------------------------------------------------- the learning-rate rule
+
+
+def test_auto_learning_rate_by_hidden_size():
+    for hidden in (32, 128, 256):  # the project's CPU checkpoints
+        assert F.auto_learning_rate(hidden)[:2] == (3e-4, 10.0)
+    for hidden in (768, 1024, 4096):  # released base and larger
+        assert F.auto_learning_rate(hidden)[:2] == (2e-5, 1.0)
+    lrs = [F.auto_learning_rate(h) for h in (256, 312, 384, 512, 768)]
+    assert all(a[0] > b[0] and a[1] > b[1] for a, b in zip(lrs, lrs[1:], strict=False))
+    lr, mult, why = F.auto_learning_rate(384)  # albert-small: geometric between the two
+    assert (lr, mult) == (1.1e-4, 4.3) and "384" in why
+
+
+@pytest.mark.parametrize("module", [tsv, ner, cloze])
+def test_auto_rule_for_small_and_base_models_and_explicit_values_kept(module):
+    c = module.get_config()
+    small = tiny_config().replace(hidden_size=128)  # the README checkpoint's size
+    got, line = F.resolve_learning_rate(c, small)
+    assert got.optim.learning_rate == 3e-4 and got.optim.lr_multipliers == "^classifier/=10"
+    assert line.startswith("learning rate 0.0003, head lr x10 (auto: hidden 128 <= 256;")
+    got, line = F.resolve_learning_rate(c, presets.get("albert-base"))
+    assert got.optim.learning_rate == 2e-5 and got.optim.lr_multipliers == ""
+    assert "hidden 768 >= 768" in line
+    assert c.optim.learning_rate is None  # the config itself is left as it was
+
+    with c.unlocked():
+        c.optim.learning_rate = 1e-3  # explicit: kept; the multiplier alone is chosen
+    got, line = F.resolve_learning_rate(c, small)
+    assert got.optim.learning_rate == 1e-3 and got.optim.lr_multipliers == "^classifier/=10"
+    assert line.startswith("head lr x10 (auto") and "lr_multipliers to override" in line
+    with c.unlocked():
+        c.optim.lr_multipliers = ""  # explicitly none
+    got, line = F.resolve_learning_rate(c, small)
+    assert line is None and (got.optim.learning_rate, got.optim.lr_multipliers) == (1e-3, "")
+
+
+def test_hard_coded_configs_are_not_touched_and_unresolved_auto_is_refused():
+    c = sentiment.get_config()  # 3e-4, no multiplier: explicit
+    assert F.resolve_learning_rate(c, presets.get("albert-base")) == (c, None)
+    with pytest.raises(ValueError, match="learning_rate is None"):
+        make_optimizer(tsv.get_config().optim, presets.get("albert-base"))
+
+
+# ---------------------------------------------------------------- init=none
+
+
+def test_random_init_source_takes_the_shape_and_the_tokenizers_vocabulary(pretrained, tmp_path):
+    want = checkpoint.load_config(pretrained)
+    for model_from in (pretrained, os.path.join(pretrained, "config.json")):
+        source, notes = F.load_init("none", tokenizer=pretrained, model_from=model_from)
+        assert source.config == want and source.params == {}
+        assert source.tokenizer.vocab_size == want.vocab_size and "random init" in notes[0]
+    # unshare: the layout changes, there are no weights to copy
+    source, notes = F.load_init("none", "all", tokenizer=TOKENIZER, model_from=pretrained)
+    assert source.config.layout == "none" and notes[-1] == "layout all -> none"
+    # a preset: its size, the tokenizer's vocabulary
+    source, notes = F.load_init("none", tokenizer=TOKENIZER, model_from="albert-base")
+    assert source.config.hidden_size == 768 and source.config.vocab_size == 120
+    assert "vocab_size 30000 -> 120 (the tokenizer's)" in notes
+    # a pretraining workdir, no checkpoint needed: the run config's model section and the corpus
+    # tokenizer under its data_dir
+    work = tmp_path / "work"
+    shutil.copytree(TOKENIZER, work / "data" / "tokenizer")
+    model = {"preset": "albert-tiny", "hidden_size": 48, "num_heads": 2, "layout": "none"}
+    data = {"data_dir": "data", "tokenizer_dir": "tokenizer", "corpus_name": "c"}
+    (work / "config.json").write_text(json.dumps({"model": model, "data": data}))
+    source, _ = F.load_init("none", tokenizer=str(work), model_from=str(work))
+    assert source.config.hidden_size == 48 and source.config.layout == "none"
+    assert source.config.vocab_size == source.tokenizer.vocab_size == 120
+
+
+def test_random_init_needs_a_tokenizer_and_a_shape(pretrained, files, tmp_path):
+    config = make_config("none", "classification", files, model_from=pretrained)
+    with pytest.raises(F.FinetuneError, match=r"init=none needs --config.tokenizer=DIR"):
+        F.FinetuneData(config)
+    config = make_config("none", "classification", files, tokenizer=pretrained)
+    with pytest.raises(F.FinetuneError, match=r"needs --config.model_from=SRC .*albert-base"):
+        F.FinetuneData(config)
+    config.model_from = "albert-bsae"
+    with pytest.raises(F.FinetuneError, match=r"model_from: albert-bsae: no such file"):
+        F.FinetuneData(config)
+    # As a user types it: one `error:` line, exit status 2, nothing written.
+    cmd = [
+        sys.executable, "-m", "finetune", "--config", "configs/finetune/tsv.py",
+        "--workdir", str(tmp_path / "run"), "--config.init=none",
+        f"--config.model_from={pretrained}", f"--config.task.train={files}/cls_train.jsonl",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --config.init=none needs --config.tok")
+    assert not os.path.exists(tmp_path / "run" / "checkpoints")
+
+
+def test_cli_random_init_trains_from_fresh_weights_of_the_checkpoints_shape(
+    pretrained, files, tmp_path
+):
+    """tsv.py with init=none: the auto learning rate is printed, the results say init none, the
+    model has the checkpoint's shape but none of its weights."""
+    cmd = [
+        sys.executable, "-m", "finetune", "--config", "configs/finetune/tsv.py",
+        "--workdir", str(tmp_path), "--config.init=none", f"--config.tokenizer={pretrained}",
+        f"--config.model_from={pretrained}", f"--config.task.train={files}/cls_train.jsonl",
+        f"--config.task.dev={files}/cls_dev.jsonl", "--config.task.max_seq_length=16",
+        "--config.batch_size=8", "--config.eval_batch_size=8", "--config.total_steps=2",
+        "--config.progress_bar=False",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "learning rate 0.0003, head lr x10 (auto: hidden 32 <= 256; pass" in out
+    assert "note: random init (init=none)" in out and "loaded 0 (none)" in out
+    assert "(all layout, random init)" in out
+    results = json.load(open(tmp_path / "results.json"))
+    assert results["init"] == "none" and results["random_init"] is True
+    summary = json.load(open(tmp_path / "summary.json"))
+    assert summary["init"] == "none" and summary["random_init"] is True
+    run_config = json.load(open(tmp_path / "config.json"))
+    assert run_config["optim"]["learning_rate"] == 3e-4
+    assert run_config["optim"]["lr_multipliers"] == "^classifier/=10"
+    config, params = checkpoint.load(tmp_path / "best")
+    assert shape(config) == shape(checkpoint.load_config(pretrained))
+    _, start = checkpoint.load(pretrained)
+    got, ckpt = flat(params), flat(start)
+    backbone = [p for p in ckpt if p.split("/")[0] in ("embeddings", "encoder")]
+    assert backbone and all(got[p].shape == ckpt[p].shape for p in backbone)
+    assert not any(np.allclose(got[p], ckpt[p]) for p in backbone)
+
+
+def test_random_init_is_the_fresh_params_initialization(pretrained, files, tmp_path):
+    """With a zero learning rate the best checkpoint holds the starting weights: init=none
+    starts exactly where `fresh_params='.*'` from the checkpoint starts (the same initializer,
+    same seed), and far from the checkpoint. The explicit rate (0) is kept, nothing printed."""
+    kw = {"total_steps": 2, "eval_every": 2, "task.test": "", "optim.lr_multipliers": ""}
+    kw["optim.learning_rate"] = 0.0
+    random = make_config("none", "classification", files, **kw)
+    random.update(tokenizer=pretrained, model_from=pretrained)
+    fresh = make_config(pretrained, "classification", files, fresh_params=".*", **kw)
+    starts = {}
+    for name, config in (("random", random), ("fresh", fresh)):
+        summary = F.run(config, str(tmp_path / name))
+        assert summary["random_init"] is (name == "random")
+        assert json.load(open(tmp_path / name / "config.json"))["optim"]["learning_rate"] == 0.0
+        starts[name] = flat(checkpoint.load(tmp_path / name / "best")[1])
+    assert starts["random"].keys() == starts["fresh"].keys()
+    for path, value in starts["random"].items():
+        np.testing.assert_array_equal(value, starts["fresh"][path], err_msg=path)
+    ckpt = flat(checkpoint.load(pretrained)[1])
+    shared = [p for p in starts["random"] if p in ckpt]
+    assert len(shared) > 10
+    for p in shared:
+        assert starts["random"][p].shape == ckpt[p].shape
+        assert not np.allclose(starts["random"][p], ckpt[p]), p
