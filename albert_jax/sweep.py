@@ -134,7 +134,7 @@ def groups(sweep: Sweep) -> list[list[Point]]:
 def control_points(sweep: Sweep, group: list[Point]) -> list[Point]:
     """The group's random-init points (none unless `sweep.random_init`): its points without
     the `finetune.unshare` axis, deduplicated, each with `init=none`."""
-    if not sweep.random_init:
+    if not sweep.random_init or not sweep.tasks:  # a control is a fine-tuning run
         return []
     out = {}
     for p in group:

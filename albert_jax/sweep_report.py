@@ -107,7 +107,9 @@ def collect(sweep: Sweep, workdir: str) -> list[dict[str, Any]]:
         pdir = os.path.join(workdir, "pretrain", group[0].name("pretrain"))
         pinfo = pretrain_info(pdir)
         for point in group + control_points(sweep, group):
-            base = {"point": point.name(), **dict(point.values), **pinfo}
+            # a random-init point used no pretraining: its group's figures are not its own
+            own = {} if dict(point.values).get("finetune.init") == "none" else pinfo
+            base = {"point": point.name(), **dict(point.values), **own}
             if not sweep.tasks:
                 rows.append(base)
             for task in sweep.tasks:
@@ -234,7 +236,7 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
                 line += [_ms([r.get(f"dev_{metric}") for r in pr])]
                 line += [_ms([r.get(f"test_{metric}") for r in pr])]
                 if controlled:
-                    line += [_p_vs_random(pr, trows, f"test_{metric}")]
+                    line += [_p_vs_random(pr, trows, f"test_{metric}", axes)]
                 line += [_ms([r.get("dev_first_epoch") for r in pr]), str(len(pr))]
                 line += [_seconds(first.get("finetune_step_s"))]
                 out.append(_row(line))
@@ -262,13 +264,13 @@ def _with_majority(row: dict, key: str, majority: str) -> str:
     return _fmt(acc) if base is None or acc is None else f"{_fmt(acc)} ({_fmt(base)})"
 
 
-def _p_vs_random(point_rows: list[dict], task_rows: list[dict], key: str) -> str:
-    """Welch's p of the point's per-seed `key` against the random-init point of the same
-    pretraining run (same `pretrain.*` values); '-' for the control itself."""
+def _p_vs_random(point_rows: list[dict], task_rows: list[dict], key: str, axes) -> str:
+    """Welch's p of the point's per-seed `key` against its random-init point (the same grid
+    values but `finetune.unshare`: `sweep.control_points`); '-' for the control itself."""
     first = point_rows[0]
     if _is_random(first):
         return "-"
-    same = [k for k in first if k.startswith("pretrain.")]
+    same = [a for a in axes if a not in ("finetune.unshare", "finetune.init")]
     control = [r for r in task_rows if _is_random(r) and all(r.get(k) == first[k] for k in same)]
     values = [[r.get(key) for r in rs if r.get(key) is not None] for rs in (point_rows, control)]
     _, p = welch_t(*values)

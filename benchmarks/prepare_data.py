@@ -54,17 +54,20 @@ def main():
     try:
         base = resolve_paths(load_config(args.config).data, scratch)
         corpus.ensure_tokenizer(base)
-        files = corpus.expand_inputs(base.input_files) if base.input_format != "tfds" else []
-        if args.repeat > 1:  # a larger corpus: the same files, copied
-            copies = []
+        inputs = base.input_files if base.input_format != "tfds" else []
+        formatted = corpus.formatted_files(inputs, base.input_format)
+        files = [f for _, f in formatted]
+        if args.repeat > 1:  # a larger corpus: the same files (in their formats), copied
+            copies, named = [], []
             for k in range(args.repeat):
-                for i, f in enumerate(files):
+                for i, (fmt, f) in enumerate(formatted):
                     copies.append(os.path.join(scratch, "input", f"{k}_{i}_{os.path.basename(f)}"))
                     os.makedirs(os.path.dirname(copies[-1]), exist_ok=True)
                     shutil.copyfile(f, copies[-1])
+                    named.append(f"{fmt}:{copies[-1]}")
             files = copies
             with base.unlocked():
-                base.input_files = files
+                base.input_files = named
         mb = sum(os.path.getsize(f) for f in files) / 2**20
         rows, sizes = [], set()
         for n in counts:

@@ -39,14 +39,18 @@ def load_run(workdir: str) -> dict:
     metric = summary["metric"]
     per_seed = summary["per_seed"]
     seeds = sorted(per_seed, key=int)
+    for s in seeds:
+        for split in ("dev", "test"):
+            if metric not in per_seed[s].get(split, {}):
+                raise CompareError(f"{path}: seed {s} has no {split} {metric!r}")
     return {
-        "run": workdir,
+        "run": os.path.normpath(workdir),
         "metric": metric,
         "random_init": bool(summary.get("random_init")),
         "layout": summary.get("layout", ""),
         "seeds": [int(s) for s in seeds],
         "dev": [per_seed[s]["dev"][metric] for s in seeds],
-        "test": [per_seed[s]["test"][metric] for s in seeds if metric in per_seed[s]["test"]],
+        "test": [per_seed[s]["test"][metric] for s in seeds],
     }
 
 
@@ -80,7 +84,6 @@ def markdown(rows: list[dict], control: dict, baseline: dict | None) -> str:
     ]
     for r in rows:
         init = "random" if r["random_init"] else f"pretrained ({r['layout']})"
-        vs = "control"
         if "diff" in r:
             vs = f"{100 * r['diff']:+.2f} | {r['t']:.2f} | {r['p']:.3g}"
         else:
@@ -126,17 +129,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 def _compare(args) -> list[dict]:
     runs = [load_run(w) for w in args.runs]
-    metrics = {r["metric"] for r in runs}
-    if len(metrics) > 1:
-        raise CompareError(f"the runs score different metrics: {sorted(metrics)}")
     if args.control:
-        control = next((r for r in runs if r["run"] == args.control), None) or load_run(
-            args.control
-        )
-        if control not in runs:
+        wanted = os.path.normpath(args.control)
+        control = next((r for r in runs if r["run"] == wanted), None)
+        if control is None:
+            control = load_run(args.control)
             runs.insert(0, control)
     else:
         control = next((r for r in runs if r["random_init"]), runs[0])
+    metrics = {r["run"]: r["metric"] for r in runs}
+    if len(set(metrics.values())) > 1:
+        raise CompareError(f"the runs score different metrics: {metrics}")
     base = baseline_rows(args.baseline, control["metric"]) if args.baseline else None
     rows = compare(runs, control)
     print(markdown(rows, control, base), flush=True)

@@ -95,10 +95,13 @@ def test_regression_without_spread_fires():
     assert M.regression_collapse([2.0, 2.0]) == "all 2 predictions are about 2 (std 0)"
 
 
+HEAD = "^classifier/"
+
+
 def test_the_warning_names_the_causes_with_the_run_values():
     c = get_common("classification")
     c.optim.learning_rate, c.total_steps = 2e-5, 300
-    line = M.collapse_warning("dev", 100, "every one of 8 examples predicted 'pos'", c)
+    line = M.collapse_warning("dev", 100, "every one of 8 examples predicted 'pos'", c, HEAD)
     assert line == (
         "dev predictions collapsed at step 100: every one of 8 examples predicted 'pos'; likely "
         "causes: the learning rate (too low or too high: optim.learning_rate=2e-05), too few "
@@ -106,7 +109,7 @@ def test_the_warning_names_the_causes_with_the_run_values():
         "(optim.lr_multipliers=''; e.g. '^classifier/=10')"
     )
     c.optim.lr_multipliers = "^classifier/=10"
-    line = M.collapse_warning("test", 7, "x", c)
+    line = M.collapse_warning("test", 7, "x", c, HEAD)
     assert "(optim.lr_multipliers='^classifier/=10')" in line and "e.g." not in line
     assert "multiplier" not in M.collapse_warning("dev", 7, "x", c, head=None)
     assert "\n" not in line

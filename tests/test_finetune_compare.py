@@ -64,6 +64,10 @@ def test_explicit_control_and_bad_input(tmp_path):
     b = _run(tmp_path, "b", [0.5, 0.6], [0.6, 0.6])
     rows = compare.main([a, "--control", b])
     assert rows[0]["run"] == b and rows[1]["diff"] == pytest.approx(0.0)
+    assert len(compare.main([a, b, "--control", b + "/"])) == 2  # the same run, not a third row
+    f1 = _run(tmp_path, "f1", [0.5, 0.6], [0.5, 0.7], metric="f1")
+    with pytest.raises(SystemExit):  # parser.error: one line, exit 2
+        compare.main([a, "--control", f1])
     missing = tmp_path / "nothing"
     r = subprocess.run(
         [sys.executable, "-m", "finetune.compare", a, str(missing)], capture_output=True, text=True

@@ -110,6 +110,10 @@ def test_one_corpus_from_several_formats_with_a_character_vocabulary(texts, tmp_
     as_jsonl = list(corpus.read_documents([str(texts / "docs.jsonl")], "jsonl"))
     assert docs == as_text + as_jsonl and len(docs) == 40 + 120
     assert corpus.split_format("gs://b/x.txt", "text") == ("text", "gs://b/x.txt")  # a URI
+    with pytest.raises(corpus.CorpusError, match="'text:' names no path after text:"):
+        corpus.split_format("text:")  # not the working directory
+    with pytest.raises(corpus.CorpusError, match=f"{re.escape(a)} is named as text and as jsonl"):
+        list(corpus.read_documents([a, f"jsonl:{a}"], "text"))
     d = common.get_data_config()
     d.input_files = "texts/a.txt,jsonl:docs.jsonl"
     r = pipeline.resolve_paths(d, workdir="/elsewhere")
@@ -125,8 +129,9 @@ def test_one_corpus_from_several_formats_with_a_character_vocabulary(texts, tmp_
     from albert_jax.tokenization import load_tokenizer
 
     tok = load_tokenizer(str(work / "data" / "tokenizer"))
-    assert tok.meta()["model_type"] == "char" and tok.vocab_size < 3000
-    assert len(tok.encode("人民日报社论")) == 6  # one piece a character (after the word mark)
+    meta = json.loads((work / "data" / "tokenizer" / "tokenizer.json").read_text())
+    assert meta["model_type"] == "char" and tok.vocab_size < 3000
+    assert len(tok.encode("人民日报社论")) == 1 + 6  # the word mark, then a piece a character
 
 
 def test_text_directory_pretrains_from_the_command_line(texts, tmp_path):

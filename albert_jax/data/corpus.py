@@ -104,6 +104,8 @@ def split_format(pattern: str, default: str | None = None) -> tuple[str | None, 
     (a URI's ``gs:`` is none) -> ``(default, pattern)``."""
     head, sep, rest = pattern.partition(":")
     if sep and head in FILE_FORMATS and not rest.startswith("//"):
+        if not rest.strip():  # '' would resolve to the working directory: every file under it
+            raise CorpusError(f"data.input_files: {pattern!r} names no path after {head}:")
         return head, rest
     return default, pattern
 
@@ -130,17 +132,19 @@ def expand_inputs(patterns: Sequence[str]) -> list[str]:
     return files
 
 
-def _formatted_files(patterns: Sequence[str], default: str) -> list[tuple[str, str]]:
+def formatted_files(patterns: Sequence[str], default: str) -> list[tuple[str, str]]:
     """(format, file) for every file the patterns name, each in its prefix's format or
-    ``default``; a file named twice is read once."""
-    out, seen = [], set()
+    ``default``; a file named twice is read once, and must be named in one format."""
+    formats: dict[str, str] = {}
     for pattern in patterns:
         fmt, pattern = split_format(pattern, default)
         for f in expand_inputs([pattern]):
-            if f not in seen:
-                seen.add(f)
-                out.append((fmt, f))
-    return out
+            if formats.setdefault(f, fmt) != fmt:
+                raise CorpusError(
+                    f"data.input_files: {f} is named as {formats[f]} and as {fmt} "
+                    f"(by {pattern!r}): name it once"
+                )
+    return [(fmt, f) for f, fmt in formats.items()]
 
 
 def _glob(pattern: str) -> list[str]:
@@ -239,7 +243,7 @@ def read_documents(
         return
     if not paths:
         raise CorpusError("no input files given (data.input_files)")
-    for fmt, path in _formatted_files(paths, input_format):
+    for fmt, path in formatted_files(paths, input_format):
         lines = _lines(path, stats, on_invalid_utf8)
         if fmt == "text":
             doc: list[str] = []

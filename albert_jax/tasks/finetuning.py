@@ -40,7 +40,7 @@ TASK_MODULES = {
 TASK_TYPES = ("classification", "regression", "tagging", *TASK_MODULES)
 UNSHARE = {"": None, "all": ("attention", "ffn"), "attention": ("attention",), "ffn": ("ffn",)}
 INPUTS = ("input_ids", "token_type_ids", "attention_mask")
-HEAD_PATHS = "^classifier/"  # every task's fresh head (the seq2seq task has none: nothing matches)
+FRESH_HEAD = "^classifier/"  # every task's fresh head (the seq2seq task has none: nothing matches)
 log = logging.getLogger(__name__)
 
 
@@ -358,7 +358,7 @@ class FinetuneTask:
 
     # The fresh head's parameters (for the multiplier named in the collapse warning; None: no
     # fresh head).
-    head_pattern: str | None = HEAD_PATHS
+    head_pattern: str | None = FRESH_HEAD
 
     def collapse(self, rows, values) -> str | None:
         """What is degenerate about a split's predictions (`score`'s rows and metrics), or None
@@ -575,7 +575,7 @@ def resolve_learning_rate(config, model_config):
             chosen.append(f"learning rate {auto_lr:g}")
             flags.append("--config.optim.learning_rate")
         if mult is None:
-            config.optim.lr_multipliers = f"{HEAD_PATHS}={auto_mult:g}" if auto_mult != 1 else ""
+            config.optim.lr_multipliers = f"{FRESH_HEAD}={auto_mult:g}" if auto_mult != 1 else ""
             chosen.append(f"head lr x{auto_mult:g}")
             flags.append("--config.optim.lr_multipliers")
     return config, f"{', '.join(chosen)} (auto: {why}; pass {' / '.join(flags)} to override)"

@@ -171,7 +171,7 @@ def nothing_predicted(counts: Sequence[int], unit: str = "examples", what: str =
     return f"no {what} predicted for any of {len(counts)} {unit}"
 
 
-def collapse_warning(split: str, step, what: str, config=None, head: str | None = "^classifier/"):
+def collapse_warning(split: str, step, what: str, config=None, head: str | None = None):
     """The one warning line for collapsed predictions of `split` at `step`: `what` (from the
     functions above) and the likely causes, with the run's values where `config` has them (the
     learning rate, the steps, and with `head` the learning-rate multiplier of a fresh head)."""

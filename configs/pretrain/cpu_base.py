@@ -20,13 +20,11 @@ Fine-tune from `runs/cpu_base/model` with the task configs and `--config.init=..
 
 import ml_collections
 
-from configs.pretrain.common import get_data_config, model_section, trainer_defaults
+from configs.pretrain import cpu_small
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    del arg
-    config = trainer_defaults()
-    config.data = get_data_config()
+    config = cpu_small.get_config(arg)  # the README's run, scaled up where it differs
     config.data.input_files = (
         config.data.input_files + ",jsonl:data/finetune/sentiment/train.jsonl"
     )  # the tagged People's Daily file, then the reviews (jsonl, field 'text')
@@ -34,26 +32,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.data.vocab_size = 6000
     config.data.hard_vocab_limit = False  # as many characters as the corpus has, at most 6000
     config.data.single_segment = "split"
-    config.data.max_seq_length = 64
-    config.data.max_predictions = 10  # 0.15 * 64
     config.data.global_batch_size = 64
-    # E=128, H=256, 4 heads, FFN 1024, 4 applications of one shared block.
-    config.model = model_section(
-        "albert-tiny", hidden_size=256, num_heads=4, intermediate_size=1024, num_layers=4
-    )
-    config.model.layout = "all"
-    config.model.embedding_size = 128
-    config.model.vocab_size = config.data.get_ref("vocab_size")
-    config.model.max_position_embeddings = 128
+    # E=128, H=256, 4 heads, FFN 1024, 4 applications of one shared block, sequences of 64.
+    config.model.update(hidden_size=256, num_heads=4, intermediate_size=1024, num_layers=4)
     config.model.scan_layers = False  # unrolled: faster on CPU at this depth
     config.total_steps = 2000
-    config.optim.learning_rate = 4e-3
     config.optim.warmup_steps = 200
-    config.optim.total_steps = config.get_ref("total_steps")
-    config.log_every = 50
     config.checkpoint_every = 500
     config.eval_every = 500
     config.eval_batches = 16
-    config.train_split = "train[:98%]"
-    config.eval_split = "train[98%:]"
     return config
