@@ -122,7 +122,7 @@ def test_one_corpus_from_several_formats_with_a_character_vocabulary(texts, tmp_
     d.tokenizer_type = "char"
     assert pipeline.resolve_paths(d, workdir="/elsewhere").corpus_name != unigram
     work = tmp_path / "run"
-    args = ["-m", "pretrain.prepare_data", "--config", CPU_SMALL, "--workdir", str(work)]
+    args = ["-m", "pretrain", "--config", CPU_SMALL, "--workdir", str(work), *SHORT]
     args += ["--config.data.input_files=texts/a.txt,jsonl:docs.jsonl"]
     args += ["--config.data.input_format=text", "--config.data.tokenizer_type=char"]
     run([*args, "--config.data.vocab_size=3000", "--config.data.hard_vocab_limit=False"], texts)
@@ -132,6 +132,14 @@ def test_one_corpus_from_several_formats_with_a_character_vocabulary(texts, tmp_
     meta = json.loads((work / "data" / "tokenizer" / "tokenizer.json").read_text())
     assert meta["model_type"] == "char" and tok.vocab_size < 3000
     assert len(tok.encode("人民日报社论")) == 1 + 6  # the word mark, then a piece a character
+    # The run trained 3000 vocabulary rows; its model keeps the tokenizer's (the rest unused).
+    config, params = checkpoint.load(str(work / "model"))
+    assert (
+        config.vocab_size
+        == tok.vocab_size
+        == checkpoint.load_tokenizer(str(work / "model")).vocab_size
+    )
+    assert params["embeddings"]["word_embeddings"].shape[0] == tok.vocab_size
 
 
 def test_text_directory_pretrains_from_the_command_line(texts, tmp_path):

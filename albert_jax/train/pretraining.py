@@ -368,8 +368,29 @@ def write_model(workdir: str, total_steps: int) -> str | None:
     source = load_workdir(workdir)
     for note in source.notes:
         print(f"note: {note}", flush=True)
+    config, params = source.config, source.params
+    tok = source.tokenizer
+    if tok is not None and tok.vocab_size < config.vocab_size:  # data.hard_vocab_limit=False
+        config, params = trim_vocab(config, params, tok.vocab_size)
+        print(f"note: vocabulary rows past the tokenizer's {tok.vocab_size} dropped", flush=True)
     out = paths.join(workdir, "model")
     info = {"source": paths.resolve(workdir), "step": source.step}
-    checkpoint.save(out, source.config, source.params, tokenizer=source.tokenizer, info=info)
+    checkpoint.save(out, config, params, tokenizer=tok, info=info)
     print(json.dumps({"model": out, "step": source.step}), flush=True)
     return out
+
+
+VOCAB_LEAVES = ("word_embeddings", "output_bias")  # the parameters with a vocabulary axis (0)
+
+
+def trim_vocab(config, params, size: int):
+    """(config, params) with the first `size` vocabulary rows only: a model pretrained with more
+    rows than its tokenizer has pieces (`data.hard_vocab_limit=False`) never sees the others as
+    inputs or targets, so the model a checkpoint holds matches its tokenizer."""
+    from flax import traverse_util
+
+    flat = traverse_util.flatten_dict(params, sep="/")
+    for path, leaf in flat.items():
+        if path.rsplit("/", 1)[-1] in VOCAB_LEAVES and leaf.shape[0] == config.vocab_size:
+            flat[path] = leaf[:size]
+    return config.replace(vocab_size=size), traverse_util.unflatten_dict(flat, sep="/")

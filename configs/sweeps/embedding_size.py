@@ -5,6 +5,9 @@
 Scaled to a 2-core CPU (about 40 minutes): the README's small model (H=128, L=4) at E in
 (32, 64, 128), 400 pretraining steps, sentiment fine-tuned for 300 steps, one seed. Paper scale:
 ALBERT-base, E in (64, 128, 256, 768), `configs/pretrain/paper.py`, SQuAD / MNLI / SST-2 / RACE.
+Each pretraining run also gets a "random init" fine-tuning run (its shape and tokenizer, fresh
+weights: what pretraining adds), about a minute each here. With one seed the report can give no
+p-value: `--set seeds=0,1,2` (three times the fine-tuning time) for Welch's test against it.
 """
 
 from albert_jax.sweep import Sweep
@@ -31,5 +34,6 @@ def get_sweep() -> Sweep:
         pretrain={"total_steps": 400, "eval_every": 100, "checkpoint_every": 200},
         finetune={"total_steps": 300, "eval_every": 100},
         seeds=(0,),
+        random_init=True,  # each pretraining run's shape from random weights: the control
         paper=PAPER,
     )

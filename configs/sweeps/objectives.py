@@ -8,6 +8,9 @@ a quarter of the width, costs 8 % more per step, so it gets 554 steps), then sen
 for 300 steps with seeds 0, 1, 2. The table's `train PFLOP` column is the compute each run spent.
 Paper scale (ELECTRA Table 1 / ALBERT's SOP ablation): `configs/pretrain/paper.py`, a budget of
 e.g. 1e20 FLOPs, the GLUE / SQuAD tasks.
+Each pretraining run also gets a "random init" fine-tuning run (its shape and tokenizer, fresh
+weights: what pretraining adds), about a minute a seed here; the report gives Welch's p of each
+objective's test accuracy against it.
 """
 
 from albert_jax.sweep import Sweep
@@ -26,5 +29,6 @@ def get_sweep() -> Sweep:
         pretrain={"train_flops": 600 * 12_469_714_944, "eval_every": 150, "checkpoint_every": 300},
         finetune={"total_steps": 300, "eval_every": 100},
         seeds=(0, 1, 2),
+        random_init=True,  # each pretraining run's shape from random weights: the control
         paper=PAPER,
     )

@@ -8,6 +8,9 @@ E=64 and E=128 (E=H), 400 pretraining steps each, sentiment fine-tuned for 300 s
 Paper scale: ALBERT-base (H=768, L=12) at E=128 and E=768, 125k steps of 4096 sequences of 512,
 then SQuAD 1.1/2.0, MNLI, SST-2 and RACE: `pretrain_config='configs/pretrain/paper.py'`,
 `pretrain={}`, E in (128, 768), and the GLUE/SQuAD/RACE fine-tuning configs as tasks.
+Each pretraining run also gets a "random init" fine-tuning run (its shape and tokenizer, fresh
+weights: what pretraining adds), about a minute each here. With one seed the report can give no
+p-value: `--set seeds=0,1,2` (three times the fine-tuning time) for Welch's test against it.
 """
 
 from albert_jax.sweep import Sweep
@@ -32,5 +35,6 @@ def get_sweep() -> Sweep:
         pretrain={"total_steps": 400, "eval_every": 100, "checkpoint_every": 200},
         finetune={"total_steps": 300, "eval_every": 100},
         seeds=(0,),
+        random_init=True,  # each pretraining run's shape from random weights: the control
         paper=PAPER,
     )

@@ -9,6 +9,9 @@ held-out accuracy, and with `cross_eval` the sentence head is also scored on hel
 the other task (the paper's cross accuracies: an NSP model on SOP and the reverse; `SOP task` and
 `NSP task` columns). Paper scale: ALBERT-base, `configs/pretrain/paper.py`, with NSP as
 `objective=mlm+nsp` (`data.mode=nsp`: random-document negatives, no swapping).
+Each pretraining run also gets a "random init" fine-tuning run (its shape and tokenizer, fresh
+weights: what pretraining adds), about a minute each here. With one seed the report can give no
+p-value: `--set seeds=0,1,2` (three times the fine-tuning time) for Welch's test against it.
 """
 
 from albert_jax.sweep import Sweep
@@ -36,5 +39,6 @@ def get_sweep() -> Sweep:
         },
         finetune={"total_steps": 300, "eval_every": 100},
         seeds=(0,),
+        random_init=True,  # each pretraining run's shape from random weights: the control
         paper=PAPER,
     )
