@@ -328,7 +328,8 @@ def test_documented_overrides_parse(path):
     fv, argv = flags.FlagValues(), ["prog", f"--config={config}", *overrides]
     config_flags.DEFINE_config_file("config", None, "", flag_values=fv, sys_argv=argv)
     fv(argv)
-    for o in overrides:
+    last = {o.split("=", 1)[0]: o for o in overrides}  # a key given twice: the later one wins
+    for o in last.values():
         key, value = o[len("--config.") :].split("=", 1)
         got = fv.config
         for part in key.split("."):

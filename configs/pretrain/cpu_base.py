@@ -1,5 +1,6 @@
-"""A CPU pretraining recipe whose pretraining measurably helps (docs/results.md, "Evidence that
-pretraining helps"): ~1 hour on two CPU cores.
+"""A CPU pretraining recipe that learns: held-out MLM accuracy 3.4x and sentence order 23 points
+above what a constant predictor scores (docs/results.md, "Does pretraining help?"); 2000 steps,
+28 minutes on two shared CPU cores.
 
   python -m finetune.prepare sentiment      # the in-domain text (train split only), once
   python -m pretrain --config configs/pretrain/cpu_base.py --workdir runs/cpu_base
@@ -12,10 +13,8 @@ word-piece vocabulary is too sparse to learn in an hour. Most reviews are one se
 one-segment chunk is cut in two for sentence order (`single_segment='split'`) instead of being
 paired with a random document (which would make the order label almost always 1).
 
-Fine-tune from `runs/cpu_base/model` with the task configs and `--config.init=...`, e.g.
-
-  python -m finetune --config configs/finetune/sentiment.py --workdir runs/base_sentiment \
-      --config.init=runs/cpu_base/model --config.seeds=0,1,2
+Fine-tune from `runs/cpu_base/model` with the task configs (docs/results.md has the commands,
+the random-init controls and what they measured).
 """
 
 import ml_collections
