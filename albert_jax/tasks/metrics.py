@@ -180,7 +180,8 @@ def collapse_warning(split: str, step, what: str, config=None, head: str | None 
     steps, per_epoch = _get(config, "total_steps"), _get(config, "steps_per_epoch")
     causes = [f"the learning rate (too low or too high: optim.learning_rate={_g(lr)})"]
     if steps and per_epoch:  # a resolved schedule (`finetuning.resolve_schedule`)
-        counted = f" (total_steps={steps}, {steps / per_epoch:.3g} epochs)"
+        epochs = steps / per_epoch
+        counted = f" (total_steps={steps}, {epochs:.3g} epoch{'' if epochs == 1 else 's'})"
     elif steps or _get(config, "num_epochs"):
         counted = f" (total_steps={steps})" if steps else f" (num_epochs={_g(config.num_epochs)})"
     else:

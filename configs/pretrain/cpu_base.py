@@ -1,5 +1,5 @@
 """A CPU pretraining recipe that learns: held-out MLM accuracy 3.4x and sentence order 23 points
-above what a constant predictor scores (docs/results.md, "Does pretraining help?"); 2000 steps,
+above what a constant predictor scores (docs/results.md, section 1); 2000 steps,
 28 minutes on two shared CPU cores.
 
   python -m finetune.prepare sentiment      # the in-domain text (train split only), once
