@@ -30,6 +30,7 @@ import ctypes
 import errno
 import json
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -54,6 +55,14 @@ OPTIONAL_HEADS = ("mlm", "sop")  # a backbone-only checkpoint may lack them
 
 class CheckpointError(ValueError):
     """A directory that is not a complete, consistent albert_jax checkpoint."""
+
+
+def short_error(e: BaseException, limit: int = 300) -> str:
+    """One line for an orbax / TensorStore error, whose text carries the whole JSON spec of
+    the array (~60 lines): the exception's type and its first line, the spec cut out."""
+    text = re.sub(r"\{.*\}", "{...}", str(e), flags=re.DOTALL)  # the spec dicts
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return f"{type(e).__name__}: {first[:limit]}"
 
 
 # --- atomic directory writes ---
@@ -252,7 +261,7 @@ def load(path: str | os.PathLike) -> tuple[AlbertConfig, dict[str, Any]]:
     except CheckpointError:
         raise
     except Exception as e:  # orbax/tensorstore errors on missing or damaged files
-        raise CheckpointError(f"{path}: cannot restore parameters: {e}") from e
+        raise CheckpointError(f"{path}: cannot restore parameters ({short_error(e)})") from e
     return config, jax.tree_util.tree_map(np.asarray, params)
 
 

@@ -1,25 +1,55 @@
 """The command-line entry points' shared wrapper: the project's input errors (a bad file, field
 or value; every one is a ValueError subclass whose message names what is wrong) end the program
 with that one line and exit status 2, not a traceback. Anything else still shows its traceback.
-It also sets the host allocator up for XLA's CPU runtime (`keep_freed_memory`)."""
+Flag errors (a bad value, an unknown `--config.FIELD`) read the same. It also sets the host
+allocator up for XLA's CPU runtime (`keep_freed_memory`)."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import shutil
 import sys
 
-from absl import app
+from absl import app, flags
+
+INPUT_ERROR = 2  # the exit status of every input error
 
 
-def _input_errors() -> tuple[type[Exception], ...]:
+class InputError(ValueError):
+    """An entry point's own argument that cannot work (e.g. a workdir that is a file)."""
+
+
+def check_workdir(workdir: str) -> None:
+    """A workdir must be a directory or not exist yet (it is created later)."""
+    if "://" not in workdir and os.path.exists(workdir) and not os.path.isdir(workdir):
+        raise InputError(f"--workdir {workdir} is a file, not a directory")
+
+
+@contextlib.contextmanager
+def removed_on_input_error(workdir: str):
+    """A workdir created inside the block is removed again if the block ends on an input error
+    while it holds nothing but train.log (the log of a run that never started)."""
+    fresh = "://" not in workdir and not os.path.exists(workdir)
+    try:
+        yield
+    except input_errors():
+        if fresh and os.path.isdir(workdir) and os.listdir(workdir) in ([], ["train.log"]):
+            shutil.rmtree(workdir)
+        raise
+
+
+def input_errors() -> tuple[type[Exception], ...]:
     from albert_jax.checkpoint import CheckpointError
     from albert_jax.convert.errors import ConversionError
     from albert_jax.data.corpus import CorpusError
     from albert_jax.data.pipeline import DataConfigError
+    from albert_jax.optim import OptimConfigError
     from albert_jax.tasks.data import DataError
     from albert_jax.tasks.finetuning import FinetuneError
     from albert_jax.tokenization import TokenizerError
+    from albert_jax.train.lock import WorkdirBusyError
     from albert_jax.train.pretraining import ObjectiveError
     from albert_jax.train.trainer import TrainConfigError
 
@@ -30,9 +60,12 @@ def _input_errors() -> tuple[type[Exception], ...]:
         DataConfigError,
         DataError,
         FinetuneError,
+        InputError,
         ObjectiveError,
+        OptimConfigError,
         TokenizerError,
         TrainConfigError,
+        WorkdirBusyError,
     )
 
 
@@ -63,16 +96,56 @@ def keep_freed_memory() -> bool:
     return all(mallopt(option, value) == 1 for option, value in settings)
 
 
+def report(error: BaseException) -> int:
+    """Prints `error: MESSAGE` and returns the input errors' exit status (the argparse entry
+    points return it from `main`)."""
+    print(f"error: {error}", file=sys.stderr, flush=True)
+    return INPUT_ERROR
+
+
+def _override(error: BaseException) -> str | None:
+    """`--config.FIELD` whose override ml_collections failed to apply, from the traceback (its
+    error names only the last key, without the flag)."""
+    found, tb = None, error.__traceback__
+    while tb is not None:
+        names = tb.tb_frame.f_locals
+        if "field_path" in names and isinstance(names.get("self"), flags.Flag):
+            found = f"--{names['self'].name}.{names['field_path']}"
+        tb = tb.tb_next
+    return found
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+    """absl's flag parsing with its errors as input errors: a bad flag value (absl prints a
+    FATAL line and exits 1) or an unknown config field (a bare AttributeError traceback)."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:  # its first line names the flag, its last says what is wrong
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        sys.exit(report(InputError(": ".join(dict.fromkeys([lines[0], lines[-1]])))))
+    except (AttributeError, KeyError, TypeError) as e:
+        name = _override(e)
+        if name is None:  # not an override: a bug, keep its traceback
+            raise
+        if isinstance(e, TypeError):  # e.g. --config.task.train.x: train is a string
+            sys.exit(report(InputError(f"{name}: cannot be set ({e})")))
+        while isinstance(e, Exception) and e.args:  # AttributeError(KeyError(message))
+            e = e.args[0]
+        hint = str(e).split("\n", 1)[1:]  # ml_collections' 'Did you mean "x" instead of "y"?'
+        hint = f" ({hint[0]})" if hint else ""
+        sys.exit(report(InputError(f"{name}: the config has no such field{hint}")))
+
+
 def run(main) -> None:
-    """`absl.app.run(main)` with input errors reported as `error: MESSAGE` (exit status 2), after
+    """`absl.app.run(main)` with input errors and flag errors (`parse_flags`) reported as
+    `error: MESSAGE` (exit status 2), after
     `keep_freed_memory()`."""
     keep_freed_memory()
 
     def wrapped(argv):
         try:
             return main(argv)
-        except _input_errors() as e:
-            print(f"error: {e}", file=sys.stderr, flush=True)
-            sys.exit(2)
+        except input_errors() as e:
+            sys.exit(report(e))
 
-    app.run(wrapped)
+    app.run(wrapped, flags_parser=parse_flags)

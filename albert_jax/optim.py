@@ -19,6 +19,8 @@ the leaf path, `'/'.join(keys)`, e.g. `encoder/attention/query/kernel`.
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -413,6 +415,76 @@ def scale_by_path(factors: dict[str, Any]) -> optax.GradientTransformation:
         return _map_with_path(one, updates), state
 
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update_fn)
+
+
+class OptimConfigError(ValueError):
+    """An `optim.*` setting that cannot train (the message names the field)."""
+
+
+def check_optim_config(optim_config, total_steps: int | None = None, auto: bool = False) -> None:
+    """Refuses `optim.*` values that would train on nonsense (a negative learning rate trains
+    happily towards a worse loss) or fail only after the data is built. Needs no model: the
+    entry points call it first. `total_steps`: the schedule's length when known (None: derived
+    later, e.g. from epochs, and checked by `warmup_polynomial_decay` then). `auto`: None may
+    stand for fine-tuning's learning rate and multipliers chosen by model size."""
+    get = lambda name: _field(optim_config, name)
+
+    def number(name: str, low: float, *, strict: bool = False, high: float | None = None):
+        value = get(name)
+        if value is None and auto and name == "learning_rate":
+            return  # fine-tuning's auto: chosen by model size, after the checkpoint is read
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        ok = ok and math.isfinite(value) and (value > low if strict else value >= low)
+        if not ok or (high is not None and value >= high):
+            bound = f"> {low:g}" if strict else f">= {low:g}"
+            bound += f" and < {high:g}" if high is not None else ""
+            raise OptimConfigError(f"optim.{name} must be a finite number {bound}, got {value!r}")
+
+    try:
+        _optimizer_name(optim_config)
+    except ValueError as e:
+        raise OptimConfigError(f"optim.name: {e}") from None
+    number("learning_rate", 0)  # 0 is a frozen control run, not nonsense
+    number("end_lr", 0)
+    number("power", 0)
+    number("weight_decay", 0)
+    number("b1", 0, high=1)
+    number("b2", 0, high=1)
+    number("eps", 0, strict=True)  # 0: a parameter without gradient divides 0 by 0
+    number("layerwise_decay", 0, strict=True)
+    if get("clip_norm") is not None:
+        number("clip_norm", 0)  # 0 or None: no clipping
+    multipliers = get("lr_multipliers")
+    if multipliers is None and not auto:
+        raise OptimConfigError("optim.lr_multipliers is None (auto) but nothing chooses it here")
+    try:
+        pairs = [] if multipliers is None else _pairs(multipliers)
+    except ValueError as e:
+        raise OptimConfigError(f"optim.lr_multipliers={multipliers!r}: {e}") from None
+    if not all(math.isfinite(m) and m >= 0 for _, m in pairs):
+        raise OptimConfigError(f"optim.lr_multipliers={multipliers!r}: multipliers must be >= 0")
+    regexes = {
+        "exclude": [get("exclude") or ""],
+        "frozen": regex_list(get("frozen")),
+        "lr_multipliers": [p for p, _ in pairs],
+    }
+    for field, patterns in regexes.items():
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as e:  # no ValueError: it would end the trainer in a traceback
+                raise OptimConfigError(f"optim.{field}: {pattern!r} is not a regex ({e})") from None
+    warmup = get("warmup_steps")
+    if not isinstance(warmup, numbers.Integral) or isinstance(warmup, bool) or warmup < 0:
+        raise OptimConfigError(f"optim.warmup_steps must be an integer >= 0, got {warmup!r}")
+    if total_steps is not None:
+        if total_steps <= 0 or warmup > total_steps:
+            raise OptimConfigError(
+                f"optim.warmup_steps ({warmup}) must be at most the schedule's total_steps "
+                f"({total_steps}), and that must be > 0"
+            )
+        if get("offset_decay") and warmup == total_steps:
+            raise OptimConfigError("optim.offset_decay needs warmup_steps < total_steps")
 
 
 def _field(optim_config, name: str) -> Any:

@@ -6,9 +6,16 @@ overrides for each, and a grid of override values (any config field, named `pret
 `finetune.FIELD`). Every combination is a point; points with the same pretraining values share
 one pretraining run (a *group*). A group is one job: pretrain (`python -m pretrain`), then
 fine-tune every task for each of its points (`python -m finetune`, all seeds in one run), each a
-subprocess with its log (`sweep.log`) and wall time (`sweep_step.json`) in its own directory:
+subprocess with its log (`sweep.log`) and its invocations (`sweep_step.json`: the wall time of
+each, and the training rows its metrics files held when it started, so that the report can drop
+the first interval of each start, compilation included) in its own directory:
 
     DIR/data/KEY                      tokenizer + corpus, shared by runs with the same data fields
+    DIR/data/finetune/NAME            a task's offline dataset (`python -m finetune.prepare NAME
+                                      --out ...`): a task config's relative `task.train / dev /
+                                      test` resolve under DIR (passed as `--config.task.*`
+                                      overrides), never under the current directory, unless the
+                                      sweep overrides `task.train` itself
     DIR/pretrain/POINT                a pretraining workdir (model in POINT/model)
     DIR/finetune/TASK/POINT           a fine-tuning workdir (summary.json over the seeds)
     DIR/finetune/TASK/...,init=none   with `random_init`: the same task from random weights of
@@ -172,6 +179,28 @@ class Step:
         return os.path.exists(self.done_file)
 
 
+SPLITS = ("train", "dev", "test")
+
+
+def prepared_data(sweep: Sweep, config_path: str, workdir: str) -> tuple[str, dict[str, str]]:
+    """(NAME, {'task.train': DIR/data/finetune/NAME/train.jsonl, ...}) for a task config whose
+    data `python -m finetune.prepare NAME` builds (`use_prepared`): its relative paths resolved
+    under the sweep directory, so that the sweep's data is its own and not the current
+    directory's. ('', {}) when it builds none or the sweep sets `task.train` itself."""
+    config = _import(config_path, "get_config")
+    name = config.task.get("prepare", "")
+    axes = {k.split(".", 1)[1] for k in sweep.grid if k.startswith("finetune.")}
+    own = set(sweep.finetune) | axes
+    if not name or "task.train" in own:
+        return "", {}
+    files = {}
+    for split in SPLITS:
+        path = config.task.get(split, "")
+        if path and f"task.{split}" not in own:  # a split the sweep names keeps its own file
+            files[f"task.{split}"] = os.path.join(os.path.abspath(workdir), path)
+    return name, files
+
+
 def steps(sweep: Sweep, group: list[Point], workdir: str) -> list[Step]:
     py = [sys.executable, "-m"]
     workdir = os.path.abspath(workdir)
@@ -192,6 +221,7 @@ def steps(sweep: Sweep, group: list[Point], workdir: str) -> list[Step]:
     ]
     seeds = ",".join(str(s) for s in sweep.seeds)
     model = f"{pdir}/model"
+    data = {task: prepared_data(sweep, c, workdir)[1] for task, c in sweep.tasks.items()}
     for point in group + control_points(sweep, group):
         fine = {**sweep.finetune, **point.scope("finetune")}
         if point.random_init:  # the pretrained model's tokenizer and shape, not its weights
@@ -202,6 +232,7 @@ def steps(sweep: Sweep, group: list[Point], workdir: str) -> list[Step]:
         for task, config in sweep.tasks.items():
             fdir = os.path.join(workdir, "finetune", task, point.name())
             flags_ = [_flag(k, v) for k, v in start.items()] + [f"--config.seeds={seeds}"]
+            flags_ += [_flag(k, v) for k, v in data[task].items()]
             flags_ += [_flag(k, v) for k, v in fine.items()]
             out.append(
                 Step(
@@ -218,17 +249,18 @@ def steps(sweep: Sweep, group: list[Point], workdir: str) -> list[Step]:
 def prepare_steps(sweep: Sweep, workdir: str) -> list[Step]:
     """Everything the groups share, built once before any of them runs (so that cluster jobs do
     not race on it): one tokenizer + corpus per distinct data directory, and each offline
-    fine-tuning dataset (`python -m finetune.prepare`) a task config builds on first use."""
+    fine-tuning dataset (`python -m finetune.prepare NAME --out DIR/data/finetune/NAME`) a task
+    config names (`prepared_data`); not left to fine-tuning's build on first use."""
     out, seen = [], set()
     for path in sweep.tasks.values():
-        config = _import(path, "get_config")
-        name = config.task.get("prepare", "")
-        train = str(sweep.finetune.get("task.train", config.task.train))
-        if name and train == config.task.train and name not in seen:
+        name, files = prepared_data(sweep, path, workdir)
+        if name and name not in seen:
             seen.add(name)
-            cmd = [sys.executable, "-m", "finetune.prepare", name]
-            done = os.path.abspath(config.task.train)  # relative to the working directory
-            out.append(Step("prepare", f"{name} dataset", cmd, os.path.join(workdir, "data"), done))
+            done = files["task.train"]
+            cmd = [sys.executable, "-m", "finetune.prepare", name, "--out", os.path.dirname(done)]
+            # its log beside the dataset, not in it: prepare replaces the dataset's directory
+            log_dir = os.path.dirname(done) + ".sweep"
+            out.append(Step("prepare", f"{name} dataset", cmd, log_dir, done))
     for group in groups(sweep):
         ddir = data_dir(sweep, group[0], workdir)
         if ddir in seen:
@@ -267,27 +299,83 @@ def check(sweep: Sweep) -> None:
                 node = node[part]
 
 
+RECORD = "sweep_step.json"  # a step's invocations, in its directory
+
+
+def metrics_rows(workdir: str) -> dict[str, list[list[float]]]:
+    """[step, step_time_s] of the training rows in WORKDIR's metrics files (its own and its
+    seeds'), by path relative to WORKDIR."""
+    out = {}
+    for rel in ["metrics.jsonl"] + [os.path.join(d, "metrics.jsonl") for d in _subdirs(workdir)]:
+        path = os.path.join(workdir, rel)
+        if os.path.exists(path):
+            with open(path) as f:
+                rows = [json.loads(line) for line in f if line.strip()]
+            train = [r for r in rows if r.get("split") == "train" and "step_time_s" in r]
+            out[rel] = [[r["step"], r["step_time_s"]] for r in train]
+    return out
+
+
+def _subdirs(workdir: str) -> list[str]:
+    return sorted(d for d in os.listdir(workdir) if os.path.isdir(os.path.join(workdir, d)))
+
+
+def read_record(workdir: str) -> dict:
+    path = os.path.join(workdir, RECORD)
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        record = json.load(f)
+    if "runs" not in record and "wall_s" in record:  # written before invocations were kept
+        record["runs"] = [{"wall_s": record["wall_s"]}]
+    return record
+
+
+def _write_record(workdir: str, record: dict) -> None:
+    record["wall_s"] = round(sum(r.get("wall_s") or 0.0 for r in record["runs"]), 1)
+    tmp = os.path.join(workdir, RECORD + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(record, f, indent=1)
+    os.replace(tmp, os.path.join(workdir, RECORD))  # a kill never leaves half a record
+
+
 def run_step(step: Step, progress: str) -> float:
-    """Run one step (its output to STEP_DIR/sweep.log); returns its wall time."""
+    """Run one step (its output to STEP_DIR/sweep.log); returns its wall time. Each invocation
+    is recorded in STEP_DIR/sweep_step.json before it starts (with the training rows already
+    logged: the report drops the first new one, compilation included) and its wall time when it
+    ends; `wall_s` is their sum. One killed outright (no time recorded) is taken to have lasted
+    until its last line in sweep.log."""
     os.makedirs(step.workdir, exist_ok=True)
     log = os.path.join(step.workdir, "sweep.log")
+    record = read_record(step.workdir)
+    runs = record.setdefault("runs", [])
+    for run in runs:
+        if run.get("wall_s") is None and "started" in run and os.path.exists(log):
+            run["wall_s"], run["killed"] = round(os.path.getmtime(log) - run["started"], 1), True
     print(f"{progress} {step.label} ...", flush=True)
     t0 = time.time()
-    with open(log, "a") as f:
-        f.write(f"$ {' '.join(step.command)}\n")
-        f.flush()
-        rc = subprocess.call(step.command, stdout=f, stderr=subprocess.STDOUT, cwd=os.getcwd())
-    wall = time.time() - t0
+    runs.append({"started": t0, "rows": metrics_rows(step.workdir)})
+    record["command"] = step.command
+    _write_record(step.workdir, record)
+    rc = None
+    try:
+        with open(log, "a") as f:
+            f.write(f"$ {' '.join(step.command)}\n")
+            f.flush()
+            rc = subprocess.call(step.command, stdout=f, stderr=subprocess.STDOUT, cwd=os.getcwd())
+    finally:  # failed or interrupted: its time still counts
+        wall = time.time() - t0
+        runs[-1]["wall_s"] = round(wall, 1)
+        if rc == 0:
+            record["finished"] = time.time()
+        _write_record(step.workdir, record)
     if rc != 0:
         with open(log) as f:
             tail = "".join(f.readlines()[-30:])
         raise SweepError(f"{step.label} failed (exit {rc}); log {log}:\n{tail}")
-    record = {"command": step.command, "wall_s": round(wall, 1), "finished": time.time()}
-    with open(os.path.join(step.workdir, "sweep_step.json"), "w") as f:
-        json.dump(record, f, indent=1)
     if step.marker:
         with open(step.done_file, "w") as f:
-            json.dump(record, f)
+            json.dump({k: record[k] for k in ("command", "wall_s", "finished")}, f)
     elif not step.done():
         raise SweepError(f"{step.label}: finished but did not write {step.done_file}")
     return wall

@@ -5,12 +5,15 @@ r"""A sweep's results: `results.csv`, `results.md` and `plots/` in the sweep dir
 (also at the end of every local sweep). One CSV row per point, task and seed:
 the point's values, the parameter counts (pretrained and fine-tuned backbone), the pretraining
 run's last held-out metrics, median step time and wall time, and the seed's dev / test metrics,
-dev metric after the first epoch, step time and its run's wall time. The Markdown has one table
-per task (mean ± sample std over seeds), laid out as the paper's; the plots (matplotlib) are the
-pretraining curves per run, each task's score per point with error bars, parameters against
-score, and the dev metric per epoch (the early-convergence claim). With `Sweep.random_init` each
-table has a "random init" row (the same task from random weights of the pretrained shape; its
-CSV rows have `finetune.init` = none), whose pretraining columns are blank: it used none.
+dev metric after the first epoch, step time and its run's wall time (step times: the median
+without each invocation's first, compiling interval; wall times: summed over the invocations of
+an interrupted and resumed step, a fine-tuning run's shared by its seeds). The Markdown has one
+table per task (mean ± sample std over seeds), laid out as the paper's; the plots (matplotlib)
+are the pretraining curves per run, each task's score per point with error bars, parameters
+against score, and the dev metric per epoch (the early-convergence claim). With
+`Sweep.random_init` each table has a "random init" row (the same task from random weights of the
+pretrained shape; its CSV rows have `finetune.init` = none), whose pretraining columns are blank:
+it used none.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import os
 import statistics
 from typing import Any
 
-from albert_jax.sweep import Sweep, control_points, groups
+from albert_jax.sweep import Sweep, control_points, groups, read_record
 from albert_jax.tasks.metrics import welch_t
 
 PRETRAIN_KEYS = (
@@ -71,9 +74,27 @@ def _params(model_dir: str) -> int | None:
         return count_params(AlbertConfig.from_dict(json.load(f)))
 
 
-def _median_step(rows: list[dict]) -> float | None:
-    times = [r["step_time_s"] for r in rows if r.get("split") == "train" and "step_time_s" in r]
+def steady_step_time(step_dir: str, rel: str = "metrics.jsonl") -> float | None:
+    """Median step time of the run whose metrics are STEP_DIR/REL, without the first interval
+    logged by each invocation (`sweep.run_step` records the rows there were before it): that one
+    includes compilation (and a resume's restore). None when no other interval was logged."""
+    rows = _jsonl(os.path.join(step_dir, rel))
+    logged = [(r["step"], r["step_time_s"]) for r in rows if r.get("split") == "train"
+              and "step_time_s" in r]  # fmt: skip
+    runs = read_record(step_dir).get("runs") or [{}]  # none recorded: one run, from scratch
+    first = set()
+    for run in runs:
+        before = {tuple(r) for r in run.get("rows", {}).get(rel, [])}
+        # the first row it did not find is its first (or, had a later one cut it off, that one's)
+        first.add(next((r for r in logged if r not in before), None))
+    times = [t for step, t in logged if (step, t) not in first]
     return round(statistics.median(times), 4) if times else None
+
+
+def wall_time(step_dir: str) -> float | None:
+    """Wall time of a step over all its invocations (a resumed run's included)."""
+    runs = read_record(step_dir).get("runs")
+    return round(sum(r.get("wall_s") or 0.0 for r in runs), 1) if runs else None
 
 
 def pretrain_info(pdir: str) -> dict[str, Any]:
@@ -84,8 +105,8 @@ def pretrain_info(pdir: str) -> dict[str, Any]:
     if train and "train_flops" in train[-1]:  # compute spent: equal-FLOPs comparisons
         info["pretrain_steps"] = train[-1]["step"]
         info["pretrain_train_flops"] = train[-1]["train_flops"]
-    info["pretrain_step_s"] = _median_step(rows)
-    info["pretrain_wall_s"] = _json(os.path.join(pdir, "sweep_step.json")).get("wall_s")
+    info["pretrain_step_s"] = steady_step_time(pdir)
+    info["pretrain_wall_s"] = wall_time(pdir)
     info["params_pretrained"] = _params(os.path.join(pdir, "model"))
     return info
 
@@ -115,7 +136,7 @@ def collect(sweep: Sweep, workdir: str) -> list[dict[str, Any]]:
             for task in sweep.tasks:
                 fdir = os.path.join(workdir, "finetune", task, point.name())
                 summary = _json(os.path.join(fdir, "summary.json"))
-                wall = _json(os.path.join(fdir, "sweep_step.json")).get("wall_s")
+                wall = wall_time(fdir)
                 for seed in sweep.seeds:
                     res = summary.get("per_seed", {}).get(str(seed))
                     if res is None:
@@ -127,9 +148,8 @@ def collect(sweep: Sweep, workdir: str) -> list[dict[str, Any]]:
                         for k, v in res.get(split, {}).items():
                             row[f"{split}_{k}"] = v
                     row["dev_first_epoch"] = res.get("dev_first_epoch")
-                    row["finetune_step_s"] = _median_step(
-                        _jsonl(os.path.join(sdir, "metrics.jsonl"))
-                    )
+                    rel = os.path.relpath(os.path.join(sdir, "metrics.jsonl"), fdir)
+                    row["finetune_step_s"] = steady_step_time(fdir, rel)
                     row["finetune_wall_s"] = (
                         round(wall / len(sweep.seeds), 1) if wall is not None else None
                     )

@@ -17,13 +17,12 @@ the command resumes.
 
 from __future__ import annotations
 
-import os
-
 from absl import app, flags
 from ml_collections import config_flags
 
-from albert_jax import cli
-from albert_jax.tasks.finetuning import run
+from albert_jax import cli, paths
+from albert_jax.tasks import finetuning
+from albert_jax.train import lock
 from albert_jax.train.metrics import log_to_file
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
@@ -34,16 +33,22 @@ def main(argv):
     del argv
     if _CONFIG.value is None or _WORKDIR.value is None:
         raise app.UsageError("--config and --workdir are required")
-    config = _CONFIG.value
-    log_to_file(_WORKDIR.value)  # library chatter off the console
-    name = config.task.get("prepare", "")
-    if name and config.task.train and not os.path.exists(config.task.train):
+    config, workdir = _CONFIG.value, _WORKDIR.value
+    # Everything checkable is checked before anything is built or written.
+    cli.check_workdir(workdir)
+    finetuning.check_config(config)
+    name = finetuning.dataset_to_build(config)  # only at its default place: never the user's
+    if name:
         from albert_jax.tasks import datasets
 
-        out = os.path.dirname(config.task.train)
+        out = config.task.prepare_dir
         print(f"building the {name} dataset in {out} (python -m finetune.prepare {name})")
         datasets.prepare(name, out)
-    run(config, _WORKDIR.value)
+    finetuning.check_files(config)
+    # One run per workdir (albert_jax/train/lock.py), held before anything is written there.
+    with cli.removed_on_input_error(workdir), lock.hold(paths.resolve(workdir)):
+        log_to_file(workdir)  # library chatter off the console
+        finetuning.run(config, workdir)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,7 @@ import json
 import sys
 
 from albert_jax import cli
-from albert_jax.checkpoint import CheckpointError
-from albert_jax.convert import ConversionError
-from albert_jax.tasks.data import DataError
-from albert_jax.tasks.finetuning import FinetuneError, predict_file
+from albert_jax.tasks.finetuning import predict_file
 
 
 def main(argv=None) -> int:
@@ -29,9 +26,8 @@ def main(argv=None) -> int:
     output = args.output or args.input + ".predictions.jsonl"
     try:
         values = predict_file(args.checkpoint, args.input, output, args.batch_size)
-    except (FinetuneError, DataError, CheckpointError, ConversionError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    except cli.input_errors() as e:  # one line, exit 2, as every entry point
+        return cli.report(e)
     print(json.dumps({"predictions": output, **values}, ensure_ascii=False))
     return 0
 

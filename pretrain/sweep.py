@@ -21,13 +21,14 @@ KEY=VALUE` adds a fixed override (`pretrain.FIELD`, `finetune.FIELD`, or `seeds=
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 
 from absl import app, flags
 
-from albert_jax import sweep_report
+from albert_jax import cli, sweep_report
 from albert_jax.sweep import (
     apply_sets,
     check,
@@ -39,6 +40,7 @@ from albert_jax.sweep import (
     steps,
     submit,
 )
+from albert_jax.train import lock
 
 _CONFIG = flags.DEFINE_string("config", None, "Sweep config (configs/sweeps/NAME.py).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Sweep directory.")
@@ -94,11 +96,14 @@ def main(argv):
             return  # rerun with --launcher=here --report once they are done, to collect
         for job in jobs:  # local / debug: on this machine, so wait and report
             job.result()
-    else:
-        run_local([s for i in indices for s in steps(sweep, all_groups[i], workdir)])
+    else:  # one sweep per group at a time (its runs lock their own workdirs as well)
+        with contextlib.ExitStack() as held:
+            for i in indices:
+                held.enter_context(lock.hold(workdir, name=f".lock-group-{i}"))
+            run_local([s for i in indices for s in steps(sweep, all_groups[i], workdir)])
     if _REPORT.value and _GROUP.value is None:
         print(sweep_report.write(sweep, workdir), flush=True)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -465,8 +465,11 @@ def test_builds_are_deterministic(tmp_path, built):
 
 def test_prepare_replaces_only_when_complete(tmp_path, monkeypatch, capsys):
     out = tmp_path / "sentiment"
-    out.mkdir()
-    (out / "stale.txt").write_text("old")
+    out.mkdir()  # an earlier build (only such a directory is replaced: test_bad_inputs.py)
+    (out / "train.jsonl").write_text("old")
+    (out / datasets.MARKER).write_text(
+        json.dumps({"dataset": "sentiment", "files": ["train.jsonl"]})
+    )
 
     def broken(d):
         with open(os.path.join(d, "train.jsonl"), "w") as f:
@@ -476,11 +479,17 @@ def test_prepare_replaces_only_when_complete(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(datasets.BUILDERS, "sentiment", broken)
     with pytest.raises(RuntimeError):
         datasets.prepare("sentiment", out)
-    assert os.listdir(out) == ["stale.txt"]  # untouched
+    assert sorted(os.listdir(out)) == [datasets.MARKER, "train.jsonl"]  # untouched
+    assert (out / "train.jsonl").read_text() == "old"
     assert os.listdir(tmp_path) == ["sentiment"]  # no temporary leftovers
     monkeypatch.undo()
     stats = prepare_cli.main(["sentiment", "--out", str(out)])
-    assert sorted(os.listdir(out)) == ["dev.jsonl", "stats.json", "test.jsonl", "train.jsonl"]
+    files = ["dev.jsonl", "stats.json", "test.jsonl", "train.jsonl"]
+    assert sorted(os.listdir(out)) == [datasets.MARKER, *files]
+    assert json.loads((out / datasets.MARKER).read_text()) == {
+        "dataset": "sentiment",
+        "files": files,
+    }
     assert sorted(os.listdir(tmp_path)) == ["sentiment"]
     printed = json.loads(capsys.readouterr().out)
     assert printed["labels"] == stats["labels"] == {"pos": 8332, "neg": 9031}

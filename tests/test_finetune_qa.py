@@ -17,7 +17,14 @@ from albert_jax import checkpoint
 from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import squad
 from albert_jax.tasks.data import DataError
-from albert_jax.tasks.qa import context_words, featurize_qa, read_squad
+from albert_jax.tasks.qa import (
+    OffsetError,
+    QAExample,
+    context_words,
+    featurize_qa,
+    read_squad,
+    training_examples,
+)
 from albert_jax.tokenization import load_tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -141,3 +148,57 @@ def test_bad_squad_files_are_named(tmp_path):
     examples, counts = read_squad(bad)  # answer not at its offset: counted, no training target
     assert counts["answers_not_found"] == 1 and examples[0].answer_start is None
     assert examples[0].answers == ("b",)
+
+
+def _misplace(src, dst, qids):
+    """A copy of SQuAD file `src` whose questions `qids` have answer_start one past their text."""
+    doc = json.load(open(src))
+    for article in doc["data"]:
+        for qa in article["paragraphs"][0]["qas"]:
+            if qa["id"] in qids:
+                qa["answers"][0]["answer_start"] += 1
+    json.dump(doc, open(dst, "w"))
+
+
+def test_answers_not_at_their_offsets_are_not_trained_as_unanswerable(
+    pretrained,  # noqa: F811
+    qa_files,
+    tmp_path,
+    capsys,
+):
+    """A training question whose answer is not at its offset is skipped (named in a note), not
+    trained on as "no answer"; a dev question keeps its texts for scoring; a file with more than
+    10% of them is refused as one error (another offset convention)."""
+    _misplace(qa_files / "train.json", tmp_path / "train.json", {"q0"})  # 1 of 11 answered
+    _misplace(qa_files / "dev.json", tmp_path / "dev.json", {"q0"})
+    _misplace(qa_files / "test.json", tmp_path / "test.json", set())
+    data = F.FinetuneData(qa_config(pretrained, tmp_path, total_steps=0))
+    assert [e.qid for e in data.examples["train"]] == [f"q{i}" for i in range(1, 16)]
+    assert data.stats["train"]["skipped"] == 1
+    assert len(data.examples["dev"]) == N_DEV and data.stats["dev"]["answers_not_found"] == 1
+    F._print_data(data)
+    out = capsys.readouterr().out
+    assert f"note: {tmp_path / 'train.json'}: 1 of 11 answered questions skipped" in out
+    assert "train.json: data[0].paragraphs[0].qas[0] (id 'q0')" in out
+    assert "train: 15 examples" in out and "1 answers not at their offsets (skipped)" in out
+    assert "dev: 7 examples" in out and "(scored on their texts)" in out
+
+    _misplace(qa_files / "train.json", tmp_path / "train.json", {"q0", "q1"})  # 2 of 11: 18%
+    with pytest.raises(OffsetError, match=r"train.json: 2 of 11 answered questions \(18%, more "
+                       r"than 10%\).*answer_start \d+ holds .* is at \d+") as e:  # fmt: skip
+        F.FinetuneData(qa_config(pretrained, tmp_path, total_steps=0))
+    assert isinstance(e.value, DataError)  # the CLI's `error: ...` line, exit 2
+
+
+def test_a_few_misplaced_answers_are_named_and_the_share_is_a_limit():
+    def ex(i, start):
+        given = 3 if start is None else start  # 3: past the end of "a b"
+        return QAExample(f"f.json: data[{i}]", f"q{i}", "q?", "a b", ("b",), start, given)
+
+    examples = [ex(i, None if i % 10 == 0 else 2) for i in range(40)]  # 4 of 40: exactly 10%
+    kept, (note,) = training_examples(examples, "f.json")
+    assert len(kept) == 36 and not any(e.answer_start is None for e in kept)
+    assert note.count("(id ") == 3 and note.endswith("data[20] (id 'q20') ...")
+    assert training_examples(examples[1:10], "f.json") == (examples[1:10], [])
+    with pytest.raises(OffsetError, match="5 of 40 .* answer_start 3 holds '', 'b' is at 2"):
+        training_examples([*examples[:-1], ex(39, None)], "f.json")

@@ -24,6 +24,7 @@ from albert_jax.sweep import (
     groups,
     load,
     points,
+    prepare_steps,
     steps,
 )
 from tests.test_workdir_source import CONFIG, MODEL, write_corpus
@@ -127,6 +128,111 @@ def test_a_prepare_step_keeps_the_file_its_command_wrote(tmp_path):
         run_step(lazy, "[1/1]")
 
 
+def test_prepared_datasets_are_built_and_read_in_the_sweep_directory(tmp_path):
+    """A task config's `finetune.prepare` dataset (relative data/finetune/NAME/...) is built
+    under the sweep directory (`--out`), its log beside it, and every fine-tuning run of the task
+    reads it there; a task whose training file the sweep names gets neither."""
+    work = str(tmp_path)
+    sweep = grid_sweep(finetune={"task.dev": "/mine/dev.txt"})
+    prep = [s for s in prepare_steps(sweep, work) if "finetune.prepare" in s.command]
+    data = {t: os.path.join(work, "data", "finetune", t) for t in ("sentiment", "ner")}
+    assert [s.command[-3:] for s in prep] == [[t, "--out", d] for t, d in data.items()]
+    for s, (t, d) in zip(prep, data.items(), strict=True):
+        ext = "jsonl" if t == "sentiment" else "conll"
+        assert s.done_file == os.path.join(d, f"train.{ext}") and not s.marker
+        assert s.workdir == d + ".sweep"  # not inside: prepare replaces the dataset's directory
+    for g in groups(sweep):
+        for s in steps(sweep, g, work)[1:]:  # the fine-tuning runs
+            task = s.label.split()[0]
+            d, ext = data[task], "jsonl" if task == "sentiment" else "conll"
+            want = [f"--config.task.train={d}/train.{ext}", f"--config.task.test={d}/test.{ext}"]
+            want.append("--config.task.dev=/mine/dev.txt")  # the sweep's own, once
+            assert [a for a in s.command if a.startswith("--config.task.")] == want
+    own = grid_sweep(finetune={"task.train": "/mine/train.txt"})
+    assert not [s for s in prepare_steps(own, work) if "finetune.prepare" in s.command]
+    commands = [" ".join(s.command) for g in groups(own) for s in steps(own, g, work)]
+    assert not any(os.path.join(work, "data", "finetune") in c for c in commands)
+
+
+# A stand-in for a training run: drops the rows logged past its checkpoint (as MetricWriter
+# does), appends this invocation's, writes summary.json when it exits 0.
+FAKE_RUN = """
+import json, os, sys
+d, resume, rows, rc = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4])
+path = os.path.join(d, "seed_0", "metrics.jsonl")
+os.makedirs(os.path.dirname(path), exist_ok=True)
+old = [json.loads(x) for x in open(path)] if os.path.exists(path) else []
+rows = [{"step": s, "split": "train", "step_time_s": t} for s, t in rows]
+with open(path, "w") as f:
+    f.writelines(json.dumps(r) + "\\n" for r in [r for r in old if r["step"] <= resume] + rows)
+if rc == 0:
+    open(os.path.join(d, "summary.json"), "w").write("{}")
+sys.exit(rc)
+"""
+
+
+def test_step_time_leaves_out_each_starts_interval_and_wall_time_sums_the_invocations(tmp_path):
+    """A step failed, then killed outright, then resumed to the end: its step time is the median
+    of the intervals that did not include a start (compilation), including a start whose rows a
+    later resume cut off; its wall time is the sum of the three (the killed one's until its last
+    log line)."""
+    from albert_jax.sweep import Step, read_record, run_step
+
+    d = str(tmp_path / "ft")
+
+    def invoke(resume, rows, rc):
+        cmd = [sys.executable, "-c", FAKE_RUN, d, str(resume), json.dumps(rows), str(rc)]
+        step = Step("finetune", "ft", cmd, d, os.path.join(d, "summary.json"))
+        if rc:
+            with pytest.raises(SweepError, match="failed"):
+                run_step(step, "[1/1]")
+        else:
+            run_step(step, "[1/1]")
+
+    invoke(0, [[2, 9.0], [4, 0.1], [6, 0.1]], 1)  # compiled at the start, failed after step 6
+    invoke(4, [[6, 7.0], [8, 0.3]], 1)  # resumed at 4; its rows are cut by the next resume
+    record = read_record(d)
+    del record["runs"][-1]["wall_s"]  # as if the sweep itself had been killed
+    with open(os.path.join(d, "sweep_step.json"), "w") as f:
+        json.dump(record, f)
+    started = record["runs"][-1]["started"]
+    os.utime(os.path.join(d, "sweep.log"), (started + 30, started + 30))  # its last output
+    invoke(4, [[6, 5.0], [8, 0.2], [10, 0.4]], 0)  # the checkpoint at 8 was never written
+
+    rows = [json.loads(x) for x in open(os.path.join(d, "seed_0", "metrics.jsonl"))]
+    assert [(r["step"], r["step_time_s"]) for r in rows] == [
+        (2, 9.0), (4, 0.1), (6, 5.0), (8, 0.2), (10, 0.4)
+    ]  # fmt: skip
+    assert sweep_report.steady_step_time(d, "seed_0/metrics.jsonl") == 0.2  # of 0.1, 0.2, 0.4
+    runs = read_record(d)["runs"]
+    assert len(runs) == 3 and runs[1]["wall_s"] == 30.0 and runs[1]["killed"]
+    assert sweep_report.wall_time(d) == pytest.approx(sum(r["wall_s"] for r in runs), abs=0.11)
+    assert 30 < sweep_report.wall_time(d) < 40
+    # a directory no sweep recorded: only its first interval is left out
+    assert sweep_report.steady_step_time(os.path.join(d, "seed_0")) == 0.3
+
+
+def test_report_sums_the_wall_time_of_every_invocation(tmp_path):
+    sweep = grid_sweep(tasks={"sentiment": "configs/finetune/sentiment.py"}, seeds=(0, 1))
+    sweep.grid.pop("pretrain.data.mode")
+    work = str(tmp_path)
+    fake_results(work, sweep, {p.name(): [0.8, 0.8] for p in points(sweep)})
+    for g in groups(sweep):
+        pdir = os.path.join(work, "pretrain", g[0].name("pretrain"))
+        _write(os.path.join(pdir, "sweep_step.json"), {"runs": [{"wall_s": 10}, {"wall_s": 5}]})
+        for p in g:
+            fdir = os.path.join(work, "finetune", "sentiment", p.name())
+            runs = [{"wall_s": 30.0}, {"wall_s": 20.0}, {"started": 1.0}]  # the last one running
+            _write(os.path.join(fdir, "sweep_step.json"), {"wall_s": 20.0, "runs": runs})
+    old = os.path.join(work, "finetune", "sentiment", "layout=all,unshare=all", "sweep_step.json")
+    _write(old, {"wall_s": 8.0})  # a record from before invocations were kept
+    rows = sweep_report.collect(sweep, work)
+    assert {r["pretrain_wall_s"] for r in rows} == {15}
+    walls = {r["point"]: r["finetune_wall_s"] for r in rows}
+    assert walls.pop("layout=all,unshare=all") == 4.0
+    assert set(walls.values()) == {25.0}  # (30 + 20) / 2 seeds
+
+
 def test_set_overrides_fix_an_axis_and_the_seeds():
     sweep = apply_sets(grid_sweep(), ["finetune.unshare=all", "seeds=3", "pretrain.seed=5"])
     assert "finetune.unshare" not in sweep.grid and sweep.finetune["unshare"] == "all"
@@ -217,6 +323,7 @@ def fake_results(work, sweep, test_acc, last_eval=None):
         _write(
             os.path.join(pdir, "metrics.jsonl"),
             [
+                {"step": 2, "split": "train", "step_time_s": 4.0},  # compiling: not in s/step
                 {"step": 5, "split": "train", "step_time_s": 0.5},
                 {"step": 10, "split": "eval", "mlm_accuracy": 0.2, "sop_accuracy": 0.6},
                 {"step": 20, "split": "eval", "mlm_accuracy": 0.3, "sop_accuracy": 0.7}
@@ -240,6 +347,7 @@ def fake_results(work, sweep, test_acc, last_eval=None):
                 _write(
                     os.path.join(sdir, "metrics.jsonl"),
                     [
+                        {"step": 1, "split": "train", "step_time_s": 3.0},  # compiling
                         {"step": 2, "split": "train", "step_time_s": 0.1},
                         {"step": 2, "split": "eval", "accuracy": acc - 0.02},
                         {"step": 4, "split": "eval", "accuracy": acc - 0.01},
@@ -269,6 +377,7 @@ def test_report_tables_csv_and_plots_from_known_results(tmp_path):
     row = next(r for r in rows if r["point"] == "layout=none,unshare=all" and r["seed"] == "2")
     assert float(row["test_accuracy"]) == pytest.approx(0.63)
     assert float(row["pretrain_mlm_accuracy"]) == pytest.approx(0.3)  # the last evaluation
+    assert float(row["pretrain_step_s"]) == 0.5 and float(row["finetune_step_s"]) == 0.1
     from albert_jax.config import AlbertConfig
     from albert_jax.model import count_params
 
@@ -439,6 +548,34 @@ def test_tiny_sweep_runs_resumes_without_redoing_and_submits(tmp_path):
     assert log.count("already done") == 2 and log.count(" ...") == 1
     assert "cls layout=none,unshare=all ..." in log
     assert summary.exists()
+
+
+@pytest.mark.slow
+def test_the_shipped_tiny_sweep_runs_end_to_end(tmp_path):
+    """configs/sweeps/tiny.py as shipped (its vocabulary, warmup, data): every step runs, the
+    sentiment dataset is built in the sweep directory and read from there, and the report has
+    every point and seed with its step and wall times. ~5 minutes on two CPU cores."""
+    work = tmp_path / "sw"
+    out = _cli("--config", "configs/sweeps/tiny.py", "--workdir", str(work)).stdout
+    assert "sentiment dataset ..." in out and "sweep: 6 steps, 0 already done" in out
+    data = work / "data" / "finetune" / "sentiment"
+    assert (data / "train.jsonl").exists() and (data / "test.jsonl").exists()
+    seed = work / "finetune" / "sentiment" / "layout=none,unshare=all" / "seed_1"
+    assert json.loads((seed / "config.json").read_text())["task"]["dev"] == str(data / "dev.jsonl")
+    with open(work / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    points = {(r["pretrain.model.layout"], r["finetune.unshare"], r["seed"]) for r in rows}
+    assert len(rows) == 8 and points == {
+        (layout, unshare, seed) for layout in ("all", "none") for unshare in ("", "all")
+        for seed in ("0", "1")
+    }  # fmt: skip
+    for r in rows:
+        assert 0 <= float(r["test_accuracy"]) <= 1 and float(r["pretrain_mlm_loss"]) > 0
+        for key in ("pretrain_step_s", "pretrain_wall_s", "finetune_step_s", "finetune_wall_s"):
+            assert float(r[key]) > 0, key  # each run logged an interval past its first
+    md = (work / "results.md").read_text()
+    assert md.startswith("### sentiment (accuracy") and md.count("\n| all |") == 2
+    assert (work / "plots" / "sentiment_scores.png").exists()
 
 
 def test_one_seed_shows_no_spread():

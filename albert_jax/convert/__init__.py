@@ -25,6 +25,7 @@ from typing import Any
 from etils import epath
 
 from albert_jax import paths
+from albert_jax.checkpoint import short_error
 from albert_jax.config import AlbertConfig
 from albert_jax.convert.errors import ConversionError
 
@@ -316,10 +317,11 @@ def load_workdir(workdir: str, step: int | None = None) -> Source:
         except ConversionError:  # parameters that do not fit the config: the same at every step
             raise
         except Exception as e:  # noqa: BLE001 - orbax/tensorstore errors of a damaged step
+            why = short_error(e)  # one line, not TensorStore's whole spec
             if step is not None:
-                raise ConversionError(f"{state_dir}: cannot read the parameters: {e}") from e
-            logging.warning("checkpoint step %d is unreadable (%s); trying the previous one", s, e)
-            failures.append(f"step {s}: {type(e).__name__}: {e}")
+                raise ConversionError(f"{state_dir}: cannot read the parameters ({why})") from e
+            logging.warning("checkpoint step %d is unreadable (%s); trying the previous", s, why)
+            failures.append(f"step {s}: {why}")
             continue
         break
     else:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from albert_jax.checkpoint import CheckpointError
-from albert_jax.convert import ConversionError, convert
+from albert_jax import cli
+from albert_jax.convert import convert
 
 
 def main(argv=None) -> int:
@@ -29,9 +29,8 @@ def main(argv=None) -> int:
         report = convert(
             args.src, args.out, to=args.to, unshare=args.unshare, config_path=args.config
         )
-    except (ConversionError, CheckpointError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    except cli.input_errors() as e:  # one line, exit 2, as every entry point
+        return cli.report(e)
     print("\n".join(report))
     return 0
 

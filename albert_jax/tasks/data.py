@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
+from etils import epath
 
 from albert_jax import paths
 from albert_jax.tokenization import SPIECE_UNDERLINE, SentencePieceTokenizer
@@ -81,32 +82,57 @@ def read_examples(
     return examples
 
 
+def not_utf8(path: str | os.PathLike) -> DataError:
+    """The DataError for a file that is not UTF-8, naming its first undecodable line: found
+    again in binary, since text mode decodes ahead in chunks (the line being read when the
+    error comes is not the one at fault)."""
+    with epath.Path(path).open("rb") as f:
+        for line, raw in enumerate(f, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return DataError(
+                    f"{os.fspath(path)}:{line}: not UTF-8 text (byte {raw[e.start : e.end]!r} at "
+                    f"column {e.start + 1}); convert the file to UTF-8"
+                )
+    return DataError(f"{os.fspath(path)}: not UTF-8 text; convert the file to UTF-8")
+
+
+def text_lines(path: str | os.PathLike, newline: str | None = None) -> Iterator[str]:
+    """The lines of a UTF-8 text file; bytes that are not UTF-8 raise `not_utf8`'s DataError."""
+    with paths.open_text(path, newline=newline) as f:
+        try:
+            yield from f
+        except UnicodeDecodeError:
+            raise not_utf8(path) from None
+
+
 def _table_records(path: str, name: str, fmt: str) -> Iterator[tuple[int, dict]]:
     """(line, {column: value}) per data row. TSV is split on tabs without quoting (GLUE files
     contain unbalanced quotes); CSV goes through the csv module (quoted fields may span lines,
     so the line reported is where the record starts)."""
-    with paths.open_text(path, newline="") as f:
-        if fmt == "tsv":
-            rows = ((i, line.rstrip("\r\n").split("\t")) for i, line in enumerate(f, 1))
-        else:
-            rows = _csv_rows(f, name)
-        header = None
-        for line, row in rows:
-            if len(row) <= 1 and not "".join(row).strip():
-                continue  # blank lines (e.g. a trailing newline) carry nothing
-            if header is None:
-                header = [c.strip() for c in row]
-                dupes = sorted({c for c in header if header.count(c) > 1})
-                if dupes:
-                    raise DataError(f"{name}:{line}: duplicate column name(s) {dupes}")
-                continue
-            if len(row) != len(header):
-                raise DataError(
-                    f"{name}:{line}: {len(row)} fields but the header has {len(header)} ({header})"
-                )
-            yield line, dict(zip(header, row, strict=True))
+    f = text_lines(path, newline="")
+    if fmt == "tsv":
+        rows = ((i, line.rstrip("\r\n").split("\t")) for i, line in enumerate(f, 1))
+    else:
+        rows = _csv_rows(f, name)
+    header = None
+    for line, row in rows:
+        if len(row) <= 1 and not "".join(row).strip():
+            continue  # blank lines (e.g. a trailing newline) carry nothing
         if header is None:
-            raise DataError(f"{name}:1: empty file (a header row is required)")
+            header = [c.strip() for c in row]
+            dupes = sorted({c for c in header if header.count(c) > 1})
+            if dupes:
+                raise DataError(f"{name}:{line}: duplicate column name(s) {dupes}")
+            continue
+        if len(row) != len(header):
+            raise DataError(
+                f"{name}:{line}: {len(row)} fields but the header has {len(header)} ({header})"
+            )
+        yield line, dict(zip(header, row, strict=True))
+    if header is None:
+        raise DataError(f"{name}:1: empty file (a header row is required)")
 
 
 def _csv_rows(f, name: str) -> Iterator[tuple[int, list[str]]]:
@@ -121,17 +147,16 @@ def _csv_rows(f, name: str) -> Iterator[tuple[int, list[str]]]:
 
 
 def _json_records(path: str, name: str) -> Iterator[tuple[int, dict]]:
-    with paths.open_text(path) as f:
-        for line, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{name}:{line}: malformed JSON ({e.msg})") from None
-            if not isinstance(rec, dict):
-                raise DataError(f"{name}:{line}: expected a JSON object, got {type(rec).__name__}")
-            yield line, rec
+    for line, raw in enumerate(text_lines(path), 1):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{name}:{line}: malformed JSON ({e.msg})") from None
+        if not isinstance(rec, dict):
+            raise DataError(f"{name}:{line}: expected a JSON object, got {type(rec).__name__}")
+        yield line, rec
 
 
 def _text(value, column: str, where: str) -> str:
@@ -182,26 +207,23 @@ def read_conll(path: str | os.PathLike) -> list[TaggedExample]:
         words.clear()
         tags.clear()
 
-    with paths.open_text(path) as f:
-        for line, raw in enumerate(f, 1):
-            cols = raw.split()
-            if not cols:
-                flush()
-                continue
-            if cols[0] == "-DOCSTART-":
-                flush()
-                continue
-            if width is None:
-                width = len(cols)
-            elif len(cols) != width:
-                raise DataError(
-                    f"{name}:{line}: {len(cols)} column(s) but earlier lines have {width}"
-                )
-            if not words:
-                start = line
-            words.append(cols[0])
-            if width > 1:
-                tags.append(cols[-1])
+    for line, raw in enumerate(text_lines(path), 1):
+        cols = raw.split()
+        if not cols:
+            flush()
+            continue
+        if cols[0] == "-DOCSTART-":
+            flush()
+            continue
+        if width is None:
+            width = len(cols)
+        elif len(cols) != width:
+            raise DataError(f"{name}:{line}: {len(cols)} column(s) but earlier lines have {width}")
+        if not words:
+            start = line
+        words.append(cols[0])
+        if width > 1:
+            tags.append(cols[-1])
     flush()
     return examples
 

@@ -444,18 +444,56 @@ BUILDERS = {
 }
 
 
+MARKER = ".albert_jax_dataset.json"  # in every directory `prepare` writes: {dataset, files}
+
+
+def _foreign(out_dir: str) -> list[str]:
+    """What in an existing `out_dir` `prepare` did not write (nothing: it may be replaced). Ours
+    is a directory with MARKER listing every file there, or an empty one, or one of the builds
+    from before MARKER: a stats.json naming a dataset, beside train / dev / test files only."""
+    names, ours = sorted(os.listdir(out_dir)), {MARKER}
+    try:
+        if MARKER in names:
+            with open(os.path.join(out_dir, MARKER)) as f:
+                ours |= set(json.load(f)["files"])
+        elif "stats.json" in names:
+            with open(os.path.join(out_dir, "stats.json")) as f:
+                if json.load(f).get("dataset") in BUILDERS:
+                    ours |= {"stats.json", *(n for n in names if n.split(".")[0] in SPLITS)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass  # unreadable: nothing there is known to be ours
+    return [n for n in names if n not in ours]
+
+
+def _check_replaceable(out_dir: str) -> None:
+    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+        raise data.DataError(f"{out_dir} is a file, not a directory: not replacing it")
+    foreign = _foreign(out_dir) if os.path.lexists(out_dir) else []
+    if foreign:
+        listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise data.DataError(
+            f"{out_dir} exists and holds files finetune.prepare did not write ({listed}); not "
+            "replacing it: choose another --out or move it away"
+        )
+
+
 def prepare(name: str, out_dir: str | os.PathLike) -> dict:
     """Builds dataset ``name`` into a temporary sibling directory and moves it to ``out_dir``
-    only once complete, so a crash never leaves a half-written dataset at ``out_dir``."""
+    only once complete, so a crash never leaves a half-written dataset at ``out_dir``. An
+    existing ``out_dir`` is replaced only if it holds nothing but a dataset built here (a
+    DataError, before any work, otherwise: it may be the user's own data)."""
     if name not in BUILDERS:
         raise ValueError(f"unknown dataset {name!r}; choose one of {sorted(BUILDERS)}")
     out_dir = os.path.abspath(os.fspath(out_dir))
+    _check_replaceable(out_dir)
     parent = os.path.dirname(out_dir)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", dir=parent)
     try:
         stats = BUILDERS[name](tmp)
+        _write_json(os.path.join(tmp, MARKER), {"dataset": name, "files": sorted(os.listdir(tmp))})
         os.chmod(tmp, 0o755)  # mkdtemp makes it private
+        _check_replaceable(out_dir)  # again: the build took a while
         if os.path.exists(out_dir):
             old = tmp + ".old"
             os.rename(out_dir, old)

@@ -15,6 +15,7 @@ import functools
 import json
 import logging
 import math
+import os
 from typing import Any
 
 import jax
@@ -23,14 +24,17 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths, sharing
-from albert_jax.optim import path_matcher, regex_list
+from albert_jax.optim import check_optim_config, path_matcher, regex_list
 from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
+from albert_jax.train import lock
+from albert_jax.train.faults import crash_point
 from albert_jax.train.metrics import forward_flops_per_sequence
 
 # Task types that live in a module of their own. Such a module provides `read(path, t)` ->
 # (examples, counts), `featurize(examples, data, t)` -> (features, stats), `head(data, t)` -> the
-# head dict's task fields (its "type" and "num_labels" at least) and `Task`, a FinetuneTask.
+# head dict's task fields (its "type" and "num_labels" at least) and `Task`, a FinetuneTask; and
+# optionally `training_examples(examples, path)` -> (the training split's examples to keep, notes).
 TASK_MODULES = {
     "qa": "albert_jax.tasks.qa",
     "multiple_choice": "albert_jax.tasks.choice",
@@ -168,6 +172,16 @@ class FinetuneData:
             raise FinetuneError("task.train is empty: name the training file")
         self._read_counts: dict[str, dict] = {}
         self.examples = {s: self._read(p, t) for s, p in paths.items() if p}
+        if "train" in self.examples:
+            self._check_targets(self.examples["train"], t)
+        skipped = 0
+        if "train" in self.examples and hasattr(self.module, "training_examples"):
+            # what must not be trained on as it reads (QA: answers not at their offsets)
+            before = len(self.examples["train"])
+            self.examples["train"], notes = self.module.training_examples(
+                self.examples["train"], paths["train"]
+            )
+            self.notes, skipped = self.notes + notes, before - len(self.examples["train"])
         limit = int(config.get("max_train_examples", 0) or 0)
         if limit and "train" in self.examples:
             self.examples["train"] = self.examples["train"][:limit]
@@ -176,6 +190,8 @@ class FinetuneData:
         for split, examples in self.examples.items():
             self.features[split], self.stats[split] = self._featurize(examples, t)
             self.stats[split].update(self._read_counts.get(paths[split], {}))
+        if skipped:
+            self.stats["train"]["skipped"] = skipped
 
     def _tokenizer(self, config):
         from albert_jax.convert import read_tokenizer
@@ -195,6 +211,12 @@ class FinetuneData:
         return tok
 
     def _read(self, path, t):
+        try:
+            return self._read_file(path, t)
+        except UnicodeDecodeError:  # a task module's own reader: named here, with its line
+            raise D.not_utf8(path) from None
+
+    def _read_file(self, path, t):
         if self.module is not None:
             examples, self._read_counts[path] = self.module.read(path, t)
             return examples
@@ -207,6 +229,23 @@ class FinetuneData:
             label=t.label,
             task_type=self.task_type,
         )
+
+    def _check_targets(self, examples, t) -> None:
+        """Every training example needs its label (tags): a file without the column reads as
+        inputs to predict, and would fail inside the data pipeline (or blame the dev file)."""
+        if self.module is not None:
+            return
+        for ex in examples:
+            if isinstance(ex, D.TaggedExample) and ex.tags is None:
+                raise D.DataError(
+                    f"task.train {t.train}: {ex.where}: no tag column (training needs lines of "
+                    "`word ... tag`, tab- or space-separated)"
+                )
+            if isinstance(ex, D.Example) and ex.label is None:
+                raise D.DataError(
+                    f"task.train {t.train}: {ex.where}: no {t.label!r} column; name the label "
+                    "column with --config.task.label=COLUMN"
+                )
 
     def _labels(self, t) -> list[str] | None:
         if self.module is not None or self.task_type == "regression":
@@ -351,6 +390,7 @@ class FinetuneTask:
         rows, values = self.flag_collapse(name, step, *self.score(name, outputs))
         if split is not None and self.workdir and jax.process_index() == 0:
             self.write_predictions(paths.join(self.workdir, "predictions", name), rows)
+            crash_point("predictions")
         return values
 
     def write_predictions(self, stem: str, rows) -> None:
@@ -582,17 +622,81 @@ def resolve_learning_rate(config, model_config):
 
 
 def parse_seeds(config) -> list[int]:
-    seeds = config.get("seeds", "")
+    seeds = given = config.get("seeds", "")
     if isinstance(seeds, int):
         return [seeds]
     if isinstance(seeds, str):
         seeds = [s for s in seeds.replace(" ", "").split(",") if s]
-    return [int(s) for s in seeds] or [int(config.seed)]
+    try:
+        return [int(s) for s in seeds] or [int(config.seed)]
+    except (TypeError, ValueError):
+        raise FinetuneError(f"seeds={given!r}: expected integers (--config.seeds=0,1,2)") from None
+
+
+SPLITS = ("train", "dev", "test")
+
+
+def check_config(config) -> None:
+    """What can be checked before anything is read, built or written: seeds, batch sizes, the
+    schedule's settings and the optimizer (`optim.check_optim_config`; the learning rate may
+    still be auto, the total steps come from the epochs later)."""
+    parse_seeds(config)
+    if config.task.type not in TASK_TYPES:
+        raise FinetuneError(f"task.type must be one of {TASK_TYPES}, got {config.task.type!r}")
+    lowest = {"batch_size": 1, "eval_batch_size": 0, "total_steps": 0}  # 0: batch_size / epochs
+    for key, low in lowest.items():
+        value = config.get(key, low)
+        if not isinstance(value, int) or value < low:
+            raise FinetuneError(f"{key} must be an integer >= {low}, got {value!r}")
+    epochs, warmup = config.get("num_epochs", 1.0), config.get("warmup_fraction", 0.0)
+    if not config.get("total_steps") and not (math.isfinite(epochs) and epochs > 0):
+        raise FinetuneError(f"num_epochs must be > 0 (or total_steps set), got {epochs!r}")
+    if not 0 <= warmup <= 1:
+        raise FinetuneError(f"warmup_fraction must be between 0 and 1, got {warmup!r}")
+    check_optim_config(config.optim, auto=True)
+
+
+def dataset_to_build(config) -> str:
+    """The `task.prepare` dataset to build before the run ('' if none): only when task.train is
+    missing and every split names its own file (train.*, dev.*, test.*) in `task.prepare_dir`,
+    the dataset's default place. A missing file anywhere else is the user's (a typo in their
+    own directory must not have ours built over it): `check_files` names it."""
+    t = config.task
+    name, home = t.get("prepare", ""), t.get("prepare_dir", "")
+    if not name or not home or not t.train or paths.is_file(t.train):
+        return ""
+    for split in SPLITS:
+        path = t.get(split, "")
+        stem, where = os.path.splitext(os.path.basename(path))[0], os.path.dirname(path)
+        if path and (stem != split or os.path.abspath(where) != os.path.abspath(home)):
+            return ""
+    return name
+
+
+def check_files(config) -> None:
+    """Every data file named in task.train / dev / test exists."""
+    t = config.task
+    for split in SPLITS:
+        path = t.get(split, "")
+        if path and not paths.is_file(path):
+            name, home = t.get("prepare", ""), t.get("prepare_dir", "")
+            hint = (
+                f" (the {name} dataset is only built at its default place {home}; run "
+                f"`python -m finetune.prepare {name} --out DIR` to build it elsewhere)"
+                if name and home
+                else ""
+            )
+            raise FinetuneError(f"task.{split} {path} does not exist{hint}")
 
 
 def run(config, workdir: str) -> dict[str, Any]:
     """Fine-tune once per seed (`workdir/seed_S` when there are several); returns the summary
     (also in `workdir/summary.json`): per-seed results and mean ± std of dev and test metrics."""
+    with lock.hold(paths.resolve(workdir), enabled=jax.process_index() == 0):
+        return _run(config, workdir)
+
+
+def _run(config, workdir: str) -> dict[str, Any]:
     from albert_jax.train.trainer import train
 
     seeds = parse_seeds(config)
@@ -631,11 +735,9 @@ def _print_data(data: FinetuneData) -> None:
         extra += f" ({s['windows']} windows)" if "windows" in s else ""
         if s.get("targets_truncated"):
             extra += f", {s['targets_truncated']} targets cut to task.max_target_length"
-        extra += (
-            f", {s['answers_not_found']} answers not at their offsets"
-            if s.get("answers_not_found")
-            else ""
-        )
+        if s.get("answers_not_found"):
+            kept = "skipped" if s.get("skipped") else "scored on their texts"
+            extra += f", {s['answers_not_found']} answers not at their offsets ({kept})"
         print(f"{split}: {s['examples']} examples, {cut} truncated{extra}", flush=True)
 
 

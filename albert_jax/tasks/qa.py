@@ -39,6 +39,7 @@ class QAExample:
     context: str
     answers: tuple[str, ...]  # gold texts (empty: unanswerable)
     answer_start: int | None  # character offset of the first answer (training target)
+    given_start: int | None = None  # the file's answer_start (even where the text is not there)
 
 
 def read_squad(path: str | os.PathLike) -> tuple[list[QAExample], dict]:
@@ -69,20 +70,62 @@ def read_squad(path: str | os.PathLike) -> tuple[list[QAExample], dict]:
                     raise DataError(f"{where}: empty question")
                 impossible = bool(qa.get("is_impossible", False))
                 answers = [] if impossible else _field(qa, "answers", list, where)
-                texts, start = [], None
+                texts, start, given = [], None, None
                 for n, a in enumerate(answers):
                     text = _field(a, "text", str, f"{where}.answers[{n}]")
                     offset = _field(a, "answer_start", int, f"{where}.answers[{n}]")
                     texts.append(text)
                     if n == 0:
+                        given = offset
                         if context[offset : offset + len(text)] == text and text.strip():
                             start = offset
                         else:
                             not_found += 1
                 if not impossible and not texts:
                     raise DataError(f"{where}: no answers and not is_impossible")
-                examples.append(QAExample(where, qid, question, context, tuple(texts), start))
+                examples.append(
+                    QAExample(where, qid, question, context, tuple(texts), start, given)
+                )
     return examples, {"answers_not_found": not_found}
+
+
+# A training file with more of its answered questions than this not at their `answer_start` most
+# likely counts offsets another way (bytes, UTF-16 units, from 1): refused, not trained on a
+# remnant of itself.
+MAX_BAD_OFFSETS = 0.10
+
+
+class OffsetError(DataError):
+    """A training file whose answer offsets mostly miss their answer texts."""
+
+
+def training_examples(examples: Sequence[QAExample], path) -> tuple[list[QAExample], list[str]]:
+    """(The questions to train on, notes). One whose answer is not at its offset is left out:
+    without a target it would be trained as unanswerable. More than `MAX_BAD_OFFSETS` of the
+    answered questions so: an `OffsetError` (dev and test keep them: their texts are scored)."""
+    bad = [e for e in examples if e.answers and e.answer_start is None]
+    if not bad:
+        return list(examples), []
+    answered = sum(1 for e in examples if e.answers)
+    share = len(bad) / answered
+    named = "; ".join(f"{e.where} (id {e.qid!r})" for e in bad[:3]) + (" ..." if bad[3:] else "")
+    if share > MAX_BAD_OFFSETS:
+        e = bad[0]
+        found = e.context.find(e.answers[0])
+        at = e.context[e.given_start : e.given_start + len(e.answers[0])]
+        raise OffsetError(
+            f"{path}: {len(bad)} of {answered} answered questions ({share:.0%}, more than "
+            f"{MAX_BAD_OFFSETS:.0%}) have their answer text not at answer_start; the file "
+            "likely counts offsets another way (bytes, UTF-16 units, from 1) than characters. "
+            f"E.g. {e.where} (id {e.qid!r}): answer_start {e.given_start} holds {at!r}, "
+            f"{e.answers[0]!r} is " + (f"at {found}" if found >= 0 else "not in the context")
+        )
+    kept = [e for e in examples if not (e.answers and e.answer_start is None)]
+    note = (
+        f"{path}: {len(bad)} of {answered} answered questions skipped from training, their "
+        f"answer text not at answer_start: {named}"
+    )
+    return kept, [note]
 
 
 def _field(record, key, kind, where):

@@ -2,7 +2,9 @@
 
 Orbax writes each step into a temporary directory and renames it when complete, so a crash
 mid-save never leaves a half-written step that looks finished. A step that is finished but
-unreadable (a corrupted file) is skipped on restore with a warning, and the previous one is used.
+unreadable (a corrupted file) is skipped on restore with a warning, and the previous one is used;
+when none is readable the run is refused (`CheckpointError`) rather than silently started over,
+which would overwrite them: `start_over=True` does that deliberately.
 Every process writes its own parameter shards and its own grain iterator state.
 """
 
@@ -13,6 +15,8 @@ import logging
 import grain
 import jax
 import orbax.checkpoint as ocp
+
+from albert_jax.checkpoint import CheckpointError, short_error
 
 
 class Checkpointer:
@@ -46,7 +50,9 @@ class Checkpointer:
 
     def restore_latest(self, abstract_state, data_iterator):
         """(state, step) from the newest readable checkpoint, or (None, None) if there is none.
-        `abstract_state` is a tree of jax.ShapeDtypeStruct with shardings."""
+        `abstract_state` is a tree of jax.ShapeDtypeStruct with shardings. Raises
+        CheckpointError when there are checkpoints but none is readable."""
+        failed = []
         for step in sorted(self.manager.all_steps(), reverse=True):
             try:
                 restored = self.manager.restore(
@@ -57,14 +63,19 @@ class Checkpointer:
                     ),
                 )
             except Exception as e:  # noqa: BLE001 - any unreadable step: fall back
+                why = short_error(e)  # one line, not TensorStore's whole spec
                 logging.warning(
-                    "checkpoint step %d is unreadable (%s: %s); trying the previous one",
-                    step,
-                    type(e).__name__,
-                    e,
+                    "checkpoint step %d is unreadable (%s); trying the previous one", step, why
                 )
+                failed.append(f"step {step}: {why}")
                 continue
             return restored.state, step
+        if failed:
+            raise CheckpointError(
+                f"no checkpoint in {self.manager.directory} is readable ({'; '.join(failed)}): "
+                "repair or move them, or pass --config.start_over=True to delete this run's "
+                "outputs and train from step 0"
+            )
         return None, None
 
     def reached_preemption(self, step: int) -> bool:

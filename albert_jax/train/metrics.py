@@ -51,17 +51,23 @@ class MetricWriter:
     """Scalars to `metrics.jsonl` and TensorBoard event files in the workdir (process 0 only).
     For a bucket workdir the event files are written locally (`paths.local_mirror`) and copied
     into it, with `train.log`, at `close`; `metrics.jsonl` is rewritten whole at each write (an
-    object store has no append)."""
+    object store has no append).
 
-    def __init__(self, workdir: str, enabled: bool = True):
+    A run resumed at `resume_step` first drops the rows a killed run wrote past its checkpoint
+    (and that step's evaluation, which the trainer repeats), so each row is written once."""
+
+    def __init__(self, workdir: str, enabled: bool = True, resume_step: int = 0):
         self.enabled, self.workdir = enabled, workdir
         if enabled:
             self._jsonl_path = epath.Path(workdir) / "metrics.jsonl"
             self._remote = paths.is_uri(workdir)
+            rows = self._jsonl_path.read_text() if self._jsonl_path.exists() else ""
+            rows = "".join(r for r in rows.splitlines(True) if _kept(r, resume_step))
             if self._remote:
-                self._rows = self._jsonl_path.read_text() if self._jsonl_path.exists() else ""
+                self._rows = rows
             else:
                 os.makedirs(workdir, exist_ok=True)
+                paths.write_text(self._jsonl_path, rows)
                 self._jsonl = open(self._jsonl_path, "a", buffering=1)
             events = os.path.join(paths.local_mirror(workdir), "tensorboard")
             if self._remote and os.path.isdir(events):  # a killed run's events, not copied yet
@@ -89,6 +95,16 @@ class MetricWriter:
             self._tb.close()
             if self._remote:  # the events, and train.log as far as it goes
                 paths.copy_tree(paths.local_mirror(self.workdir), self.workdir)
+
+
+def _kept(line: str, resume_step: int) -> bool:
+    """A metrics.jsonl row written before `resume_step` (or its training row); a line cut by
+    a kill is dropped."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return False
+    return row["step"] < resume_step or (row["step"] == resume_step and row["split"] == "train")
 
 
 def _console_filter(record: logging.LogRecord) -> bool:

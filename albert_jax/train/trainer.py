@@ -35,7 +35,9 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from albert_jax import partitioning, paths, sharing
 from albert_jax.optim import make_optimizer
+from albert_jax.train import lock
 from albert_jax.train.checkpoints import Checkpointer
+from albert_jax.train.faults import crash_point
 from albert_jax.train.metrics import MetricWriter, Progress, log_to_file
 
 
@@ -308,14 +310,44 @@ def train(config, workdir: str, task) -> dict[str, float]:
     `workdir/best` (`best.json` says which step), and at the end `task.final_splits` are
     evaluated with them; everything evaluated is also in `workdir/results.json`."""
     maybe_initialize_distributed(config)
-    is_main = jax.process_index() == 0
     workdir = paths.resolve(workdir)  # orbax wants absolute paths; a bucket URI stays one
+    with lock.hold(workdir, enabled=jax.process_index() == 0):  # one run per workdir
+        return _train(config, workdir, task)
+
+
+# What a run writes into its workdir, all of it rebuilt from the checkpoints or from step 0.
+RUN_OUTPUTS = (
+    "checkpoints", "best", "best.json", "metrics.jsonl", "results.json", "tensorboard",
+    "predictions",
+)  # fmt: skip
+
+
+def start_over(workdir: str) -> None:
+    """Delete what an earlier run wrote into `workdir` (`RUN_OUTPUTS`; the corpus under data/
+    and anything else stay), so that training starts exactly as a fresh run."""
+    for name in RUN_OUTPUTS:
+        path = epath.Path(workdir) / name
+        if path.is_dir():
+            path.rmtree()
+        elif path.exists():
+            path.unlink()
+
+
+def _train(config, workdir: str, task) -> dict[str, float]:
+    is_main = jax.process_index() == 0
     if is_main:
+        if config.get("start_over", False):
+            start_over(workdir)
+            print(f"start_over: removed the earlier run's outputs in {workdir}", flush=True)
         epath.Path(workdir).mkdir(parents=True, exist_ok=True)
         log_to_file(workdir)
         paths.write_text(
             paths.join(workdir, "config.json"), config.to_json_best_effort(indent=2, sort_keys=True)
         )
+    if config.get("start_over", False) and jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices("start_over")  # the others wait for the deletion
 
     mesh = partitioning.make_mesh(tuple(config.mesh_shape))
     accum = int(config.get("grad_accum_steps", 1))
@@ -384,7 +416,7 @@ def train(config, workdir: str, task) -> dict[str, float]:
 
         total = int(config.total_steps)
         eval_every = int(config.get("eval_every", 0) or 0)
-        writer = MetricWriter(workdir, enabled=is_main)
+        writer = MetricWriter(workdir, enabled=is_main, resume_step=start)
         progress = Progress(
             start,
             total,
@@ -424,11 +456,34 @@ def train(config, workdir: str, task) -> dict[str, float]:
             progress.update(step, values)
             last = values
 
+        def evaluate_and_keep_best(step):
+            values = evaluate(state.params, step)
+            crash_point("eval", step)
+            writer.write(step, values, prefix="eval")
+            progress.write(f"step {step}: eval " + _format(values))
+            if best.update(step, values):
+                # to_host: a collective, every process takes part
+                host = sharing.stack_layers(to_host(state.params))
+                if is_main:  # written atomically: a crash keeps the previous best
+                    task.save_model(paths.join(workdir, "best"), host, best.record)
+                crash_point("best", step)
+                best.commit(is_main)
+
+        def is_eval_step(step):
+            return bool(eval_every) and (step % eval_every == 0 or step == total)
+
         try:
             step = start
+            # A step's checkpoint is written before its evaluation: a run killed in between
+            # (or before best.json) resumes by evaluating the restored step again. Evaluation is
+            # deterministic, so its row, the best model and the final results come out the same.
+            if start and is_eval_step(start):
+                evaluate_and_keep_best(start)
+                interval_t = time.perf_counter()
             for step in range(start + 1, total + 1):
                 batch = global_batch(next(train_iter), mesh)
                 state, metrics = step_fn(state, batch)
+                crash_point("step", step)
                 if pending is not None:
                     read(*pending)
                 pending = (step, metrics)
@@ -437,16 +492,9 @@ def train(config, workdir: str, task) -> dict[str, float]:
                     read(*pending)  # never save a non-finite state
                     pending = None
                     ckpt.save(step, state, train_iter, force=True)
-                if eval_every and (step % eval_every == 0 or step == total):
-                    values = evaluate(state.params, step)
-                    writer.write(step, values, prefix="eval")
-                    progress.write(f"step {step}: eval " + _format(values))
-                    if best.update(step, values):
-                        # to_host: a collective, every process takes part
-                        host = sharing.stack_layers(to_host(state.params))
-                        if is_main:  # written atomically: a crash keeps the previous best
-                            task.save_model(paths.join(workdir, "best"), host, best.record)
-                        best.commit(is_main)
+                    crash_point("checkpoint", step)
+                if is_eval_step(step):
+                    evaluate_and_keep_best(step)
                     interval_t = time.perf_counter()  # step times exclude evaluation
                 if preempted:
                     break
@@ -510,6 +558,7 @@ def _final_evaluation(task, evaluate, best, shardings, workdir, is_main) -> None
     results.json gets the best step's metrics and these."""
     from albert_jax import checkpoint
 
+    crash_point("final")
     _, params = checkpoint.load(paths.join(workdir, "best"))
     params = sharing.split_layers(params, layer_view(task))
     params = jax.tree_util.tree_map(jax.device_put, params, shardings.params)

@@ -27,10 +27,11 @@ from configs.pretrain.common import trainer_defaults
 
 def use_prepared(c, name: str, ext: str) -> None:
     """Train / dev / test files of a `python -m finetune.prepare NAME` dataset (built on first
-    use) under data/finetune/NAME, relative to the working directory."""
+    use) under data/finetune/NAME, relative to the working directory. Only there: with any
+    other file missing the run stops (it is never built over a user's own directory)."""
     d = f"data/finetune/{name}"
     c.task.update(train=f"{d}/train.{ext}", dev=f"{d}/dev.{ext}", test=f"{d}/test.{ext}")
-    c.task.prepare = name
+    c.task.update(prepare=name, prepare_dir=d)
 
 
 def use_auto_learning_rate(c) -> None:
@@ -92,7 +93,8 @@ def get_common(task_type: str) -> ml_collections.ConfigDict:
             "train": "",
             "dev": "",
             "test": "",
-            "prepare": "",  # a finetune.prepare dataset built when `train` is missing
+            "prepare": "",  # a finetune.prepare dataset built when `train` is missing ...
+            "prepare_dir": "",  # ... and train / dev / test are its files here (use_prepared)
             "max_seq_length": 128,
             "labels": (),  # () = the sorted labels of the training file
             # classification / regression files (TSV/CSV with a header, or JSONL)

@@ -108,6 +108,9 @@ def trainer_defaults() -> ml_collections.ConfigDict:
     c.checkpoint_every = 1000
     c.keep_checkpoints = 3
     c.keep_checkpoint_every = 0  # also keep every K-th step (0: off)
+    # Rerunning a command resumes from its newest readable checkpoint. True: delete the run's
+    # outputs (checkpoints, best, metrics, results) and train from step 0 instead.
+    c.start_over = False
     c.eval_every = 5000
     c.eval_batches = 20
     c.cross_eval = False  # also score the sentence head on SOP and NSP pairs (paper Table 5)

@@ -1,0 +1,244 @@
+"""Runs that survive users (issue 28): a bad path, file, flag or setting ends the command with
+one `error:` line naming it and exit status 2, before any model is built, and nothing is written
+(above all: no file of the user's is deleted or overwritten)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import ml_collections
+import pytest
+
+from albert_jax import optim
+from albert_jax.tasks import data as D
+from albert_jax.tasks import datasets
+from albert_jax.tasks import finetuning as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOKENIZER = os.path.join(ROOT, "tests", "fixtures", "tokenizer_sp")
+FT = os.path.join(ROOT, "configs", "finetune")
+CPU_SMALL = os.path.join(ROOT, "configs", "pretrain", "cpu_small.py")
+# The random-init control needs no checkpoint (its shape from a preset): nothing slow to read.
+RANDOM = [
+    "--config.init=none",
+    f"--config.tokenizer={TOKENIZER}",
+    "--config.model_from=albert-base",
+]
+
+
+def error_line(args: list[str], cwd) -> str:
+    """`python -m ARGS`'s one stderr line, checked to be an `error:` line with exit status 2."""
+    proc = subprocess.run(
+        [sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-3000:]
+    return lines[0]
+
+
+def finetune(config: str, tmp_path, *flags) -> str:
+    work = tmp_path / "run"
+    line = error_line(["finetune", "--config", os.path.join(FT, config), "--workdir", str(work),
+                       *flags], tmp_path)  # fmt: skip
+    assert not work.exists()  # validated before the workdir is made
+    return line
+
+
+def hashes(directory) -> dict[str, str]:
+    return {
+        name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
+        for name in sorted(os.listdir(directory))
+    }
+
+
+@pytest.fixture
+def tsv(tmp_path):
+    good = tmp_path / "good.tsv"
+    good.write_text("text\tlabel\ngood room\tpos\nbad room\tneg\n")
+    return good
+
+
+# ---- 1. a typo in a user's own path: never a dataset built over their files -------------------
+def test_typo_in_a_users_path_keeps_every_file_and_names_the_missing_one(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    for name in ("train_mine.conll", "dev.conll", "test.conll"):
+        (d / name).write_text(f"{name}\tO\nword\tB-PER\n\n")
+    before = hashes(d)
+    line = finetune(
+        "ner.py", tmp_path, f"--config.task.train={d}/train_mnie.conll",
+        f"--config.task.dev={d}/dev.conll", f"--config.task.test={d}/test.conll",
+    )  # fmt: skip
+    assert hashes(d) == before
+    assert line.startswith(f"error: task.train {d}/train_mnie.conll does not exist")
+    assert "python -m finetune.prepare ner --out DIR" in line
+    assert sorted(os.listdir(tmp_path)) == ["d"]  # nothing built, not even data/finetune/ner
+
+
+def test_a_dataset_is_built_only_where_its_config_puts_it(tmp_path, monkeypatch):
+    from configs.finetune import ner
+
+    monkeypatch.chdir(tmp_path)
+    config = ner.get_config()
+    assert F.dataset_to_build(config) == "ner"  # data/finetune/ner/{train,dev,test}.conll
+    config.task.dev = "elsewhere/dev.conll"
+    assert F.dataset_to_build(config) == ""
+    config = ner.get_config()
+    config.task.train = "data/finetune/ner/train_mnie.conll"
+    assert F.dataset_to_build(config) == ""
+    with pytest.raises(F.FinetuneError, match="task.train data/finetune/ner/train_mnie.conll does"):
+        F.check_files(config)
+
+
+def test_prepare_replaces_only_a_directory_it_wrote(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "train.conll").write_text("my own data\n")
+    before = hashes(mine)
+    with pytest.raises(D.DataError, match=r"mine exists and holds files .*\(train.conll\)"):
+        datasets.prepare("ner", mine)  # refused before the build (no corpus read)
+    line = error_line(["finetune.prepare", "ner", "--out", str(mine)], tmp_path)
+    assert "finetune.prepare did not write (train.conll)" in line
+    assert hashes(mine) == before and sorted(os.listdir(tmp_path)) == ["mine"]
+    # Ours: marked (and only what the marker lists), or an older unmarked build, or empty.
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    (ours / "train.jsonl").write_text("{}\n")
+    (ours / datasets.MARKER).write_text(json.dumps({"dataset": "x", "files": ["train.jsonl"]}))
+    datasets._check_replaceable(str(ours))
+    (ours / "notes.txt").write_text("mine")
+    with pytest.raises(D.DataError, match=r"\(notes.txt\)"):
+        datasets._check_replaceable(str(ours))
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "dev.jsonl").write_text("{}\n")
+    (old / "stats.json").write_text(json.dumps({"dataset": "sentiment"}))
+    datasets._check_replaceable(str(old))
+    (old / "stats.json").write_text(json.dumps({"dataset": "my own"}))
+    with pytest.raises(D.DataError, match=r"\(dev.jsonl, stats.json\)"):
+        datasets._check_replaceable(str(old))
+    (tmp_path / "empty").mkdir()
+    datasets._check_replaceable(str(tmp_path / "empty"))
+    with pytest.raises(D.DataError, match="is a file"):
+        datasets._check_replaceable(str(mine / "train.conll"))
+
+
+# ---- 7. one error line where there was a traceback --------------------------------------------
+def test_missing_training_file(tmp_path):
+    line = finetune("tsv.py", tmp_path, f"--config.task.train={tmp_path}/trian.tsv", *RANDOM)
+    assert line == f"error: task.train {tmp_path}/trian.tsv does not exist"
+
+
+def test_invalid_utf8_names_the_file_and_line(tmp_path):
+    bad = tmp_path / "latin1.tsv"
+    bad.write_bytes("text\tlabel\ngood\tpos\ncafé\tneg\n".encode("latin-1"))
+    line = finetune("tsv.py", tmp_path, f"--config.task.train={bad}", *RANDOM)
+    assert line.startswith(f"error: {bad}:3: not UTF-8")
+    for name, text in (("a.conll", "a\tO\n\nb\xe9\tO\n"), ("a.jsonl", '{"text": "\xe9"}\n')):
+        (tmp_path / name).write_bytes(text.encode("latin-1"))
+        reader = D.read_conll if name.endswith("conll") else D.read_examples
+        with pytest.raises(D.DataError, match=f"{name}:{3 if 'conll' in name else 1}: not UTF-8"):
+            reader(tmp_path / name)
+
+
+def test_training_file_without_the_label_column_is_blamed(tmp_path, tsv):
+    words = tmp_path / "words.conll"  # tagging: a CoNLL file of words only
+    words.write_text("a\nb\n\n")
+    config = ml_collections.ConfigDict(
+        {"init": "none", "tokenizer": TOKENIZER, "model_from": "albert-base",
+         "task": {"type": "tagging", "train": str(words), "max_seq_length": 16}}
+    )  # fmt: skip
+    with pytest.raises(D.DataError, match=r"task.train .*words.conll: words.conll:1: no tag"):
+        F.FinetuneData(config, splits=("train",))
+    unlabelled = tmp_path / "train.tsv"  # not blamed on the (labelled) dev file
+    unlabelled.write_text("text\ngood room\n")
+    line = finetune(
+        "tsv.py", tmp_path, f"--config.task.train={unlabelled}", f"--config.task.dev={tsv}",
+        *RANDOM,
+    )  # fmt: skip
+    assert line.startswith(f"error: task.train {unlabelled}: train.tsv:2: no 'label' column")
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--config.batch_size=0", "error: batch_size must be an integer >= 1, got 0"),
+        ("--config.seeds=a,b", "error: seeds='a,b': expected integers"),
+        ("--config.nosuchkey=1", "error: --config.nosuchkey: the config has no such field"),
+        ("--config.task.batch_size=1", "error: --config.task.batch_size: the config has no such"),
+        ("--config.batch_sise=1", 'no such field (Did you mean "batch_size" instead of'),
+        ("--config.batch_size=abc", "error: flag --config.batch_size=abc: invalid literal"),
+        ("--config.optim.learning_rate=-1", "error: optim.learning_rate must be a finite number"),
+    ],
+)
+def test_bad_settings(tmp_path, tsv, flag, message):
+    assert message in finetune("tsv.py", tmp_path, f"--config.task.train={tsv}", *RANDOM, flag)
+
+
+def test_pretraining_workdir_that_is_a_file(tmp_path):
+    (tmp_path / "run").write_text("my notes\n")
+    line = error_line(["pretrain", "--config", CPU_SMALL, "--workdir", str(tmp_path / "run")],
+                      tmp_path)  # fmt: skip
+    assert line == f"error: --workdir {tmp_path}/run is a file, not a directory"
+    assert (tmp_path / "run").read_text() == "my notes\n"
+
+
+def test_convert_and_predict_exit_as_the_others_do(tmp_path, tsv):
+    line = error_line(["albert_jax.convert", str(tmp_path / "none"), str(tmp_path / "out")], ROOT)
+    assert line.startswith(f"error: {tmp_path}/none")
+    args = ["finetune.predict", "--checkpoint", str(tmp_path / "none"), "--input", str(tsv)]
+    assert error_line(args, ROOT).startswith(f"error: {tmp_path}/none")
+    assert sorted(os.listdir(tmp_path)) == ["good.tsv"]
+
+
+# ---- 8. optimizer settings: refused first thing, before any corpus is built -------------------
+def test_pretraining_refuses_optimizer_nonsense_before_the_corpus(tmp_path):
+    base = ["pretrain", "--config", CPU_SMALL, "--workdir", str(tmp_path / "run")]
+    line = error_line([*base, "--config.optim.warmup_steps=5000"], tmp_path)
+    assert line.startswith("error: optim.warmup_steps (5000) must be at most the schedule's")
+    line = error_line([*base, "--config.optim.learning_rate=-1"], tmp_path)
+    assert line == "error: optim.learning_rate must be a finite number >= 0, got -1.0"
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("learning_rate", -1.0, "learning_rate must be a finite number >= 0"),
+        ("learning_rate", float("inf"), "learning_rate must be a finite number"),
+        ("learning_rate", None, "learning_rate must be a finite number"),
+        ("weight_decay", -0.01, "weight_decay must be a finite number >= 0"),
+        ("eps", 0.0, "eps must be a finite number > 0"),
+        ("b2", 1.0, "b2 must be a finite number >= 0 and < 1"),
+        ("clip_norm", -1.0, "clip_norm must be"),
+        ("power", -1.0, "power must be"),
+        ("name", "sgd", "unknown optimizer 'sgd'"),
+        ("warmup_steps", 200, r"warmup_steps \(200\) must be at most .* total_steps \(100\)"),
+        ("lr_multipliers", "^classifier/=x", "lr_multipliers='\\^classifier/=x'"),
+        ("lr_multipliers", "^classifier/=-2", "multipliers must be >= 0"),
+        ("frozen", "encoder/(", "optim.frozen: 'encoder/\\(' is not a regex"),
+    ],
+)
+def test_check_optim_config(field, value, message):
+    c = optim.default_optim_config()
+    c.update(warmup_steps=10, total_steps=100)
+    optim.check_optim_config(c, 100)
+    c[field] = value
+    with pytest.raises(optim.OptimConfigError, match=message):
+        optim.check_optim_config(c, 100)
+
+
+def test_check_optim_config_accepts_what_runs_use():
+    c = optim.default_optim_config()
+    optim.check_optim_config(c, 125_000)  # the paper's
+    c.update(learning_rate=0.0, clip_norm=None, weight_decay=0.0)  # a frozen control run
+    optim.check_optim_config(c, None)  # total steps from the epochs / FLOPs budget, later
+    c.update(learning_rate=None, lr_multipliers=None)  # fine-tuning's auto
+    optim.check_optim_config(c, None, auto=True)
+    with pytest.raises(optim.OptimConfigError):
+        optim.check_optim_config(c, None)

@@ -1,0 +1,237 @@
+"""Runs that survive users and crashes: one run per workdir (the lock), a run whose every
+checkpoint is unreadable refuses rather than starting over, `start_over` starts exactly fresh,
+and SIGKILL at chosen and random moments (albert_jax/train/faults.py) then a rerun ends with the
+files of an uninterrupted run: results.json, best.json and predictions for fine-tuning, the final
+model's parameters for pretraining."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from test_finetune import files, pretrained  # noqa: F401 - module fixtures used below
+from test_trainer import assert_trees_equal, ckpt_steps, load_state, read_metrics, run
+
+from albert_jax import checkpoint
+from albert_jax.checkpoint import CheckpointError
+from albert_jax.train import lock
+from albert_jax.train.faults import CRASH_ENV
+from albert_jax.train.metrics import MetricWriter
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_backend_optimization_level=0"}
+
+
+# --------------------------------------------------------------------------- the lock
+
+
+def _lock_file(workdir, pid, host=None, start_time=None):
+    os.makedirs(workdir, exist_ok=True)
+    holder = {"pid": pid, "host": host or os.uname().nodename, "since": "then", "command": "x"}
+    holder["start_time"] = start_time or lock._start_time(pid)
+    with open(os.path.join(workdir, lock.LOCK_NAME), "w") as f:
+        json.dump(holder, f)
+
+
+def test_a_live_holder_refuses_a_second_run_and_a_dead_one_is_taken_over(tmp_path, capsys):
+    live = subprocess.Popen(["sleep", "60"])
+    try:
+        _lock_file(tmp_path / "a", live.pid)
+        with pytest.raises(lock.WorkdirBusyError, match=f"in use by pid {live.pid} since then"):
+            lock.acquire(str(tmp_path / "a"))
+    finally:
+        live.kill()
+        live.wait()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    _lock_file(tmp_path / "b", dead.pid, start_time="1")
+    assert lock.acquire(str(tmp_path / "b"))
+    assert (
+        f"taking over the stale lock on {tmp_path / 'b'} (pid {dead.pid}" in capsys.readouterr().out
+    )
+    held = json.loads((tmp_path / "b" / lock.LOCK_NAME).read_text())
+    assert held["pid"] == os.getpid()
+    assert lock.acquire(str(tmp_path / "b"))  # reentrant: fine-tuning, then its trainer
+    lock.release(str(tmp_path / "b"))
+    assert (tmp_path / "b" / lock.LOCK_NAME).exists()
+    lock.release(str(tmp_path / "b"))
+    assert not (tmp_path / "b" / lock.LOCK_NAME).exists()
+    # A pid now reused by another process (other start time) is stale too.
+    _lock_file(tmp_path / "c", os.getppid(), start_time="1")
+    with lock.hold(str(tmp_path / "c")):
+        pass
+    # Another host's lock is never guessed about.
+    _lock_file(tmp_path / "d", 1, host="elsewhere")
+    with pytest.raises(lock.WorkdirBusyError, match="on host elsewhere.*delete .*\\.lock"):
+        lock.acquire(str(tmp_path / "d"))
+
+
+def test_a_second_finetune_on_a_busy_workdir_is_refused_in_one_line(pretrained, files, tmp_path):  # noqa: F811
+    live = subprocess.Popen(["sleep", "120"])
+    try:
+        _lock_file(tmp_path / "run", live.pid)
+        before = sorted(os.listdir(tmp_path / "run"))
+        proc = subprocess.run(
+            [*_finetune_cmd(pretrained, files, tmp_path / "run")],
+            cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        live.kill()
+        live.wait()
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: ") and f"in use by pid {live.pid}" in lines[-1]
+    assert [line for line in lines if line.startswith("Traceback")] == []
+    assert sorted(os.listdir(tmp_path / "run")) == before  # nothing of it written
+
+
+# --------------------------------------------------------------------------- unreadable checkpoints
+
+
+def test_every_checkpoint_unreadable_refuses_and_start_over_equals_a_fresh_run(tmp_path):
+    work = tmp_path / "run"
+    run(work, total_steps=4)
+    for step in ckpt_steps(work):
+        os.remove(work / "checkpoints" / str(step) / "state" / "_METADATA")
+    with pytest.raises(
+        CheckpointError, match=r"no checkpoint in .* is readable \(step 4: .*step 2"
+    ):
+        run(work, total_steps=4)
+    assert ckpt_steps(work) == [2, 4]  # nothing deleted or overwritten
+    assert not (work / "checkpoints" / "4" / "state" / "_METADATA").exists()
+    run(work, total_steps=4, start_over=True)
+    fresh = tmp_path / "fresh"
+    run(fresh, total_steps=4)
+    assert_trees_equal(load_state(work, 4), load_state(fresh, 4))
+    a, b = read_metrics(work), read_metrics(fresh)
+    assert sorted(a) == sorted(b) == [1, 2, 3, 4]
+    for s in a:
+        assert a[s]["loss"] == b[s]["loss"], s
+
+
+def test_resumed_metrics_drop_the_rows_past_the_checkpoint(tmp_path):
+    rows = [
+        {"step": 1, "split": "train", "loss": 1.0},
+        {"step": 2, "split": "train", "loss": 2.0},
+        {"step": 2, "split": "eval", "accuracy": 0.5},  # repeated by the resumed run
+        {"step": 3, "split": "train", "loss": 3.0},
+    ]
+    text = "".join(json.dumps(r) + "\n" for r in rows) + '{"step": 4, "spl'  # cut by a kill
+    (tmp_path / "metrics.jsonl").write_text(text)
+    writer = MetricWriter(str(tmp_path), resume_step=2)
+    writer.write(2, {"accuracy": 0.5}, prefix="eval")
+    writer.close()
+    kept = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert kept == rows[:3]
+
+
+# --------------------------------------------------------------------------- SIGKILL, then rerun
+
+
+def _finetune_cmd(pretrained, files, workdir):  # noqa: F811
+    return [
+        sys.executable, "-m", "finetune", "--config", "configs/finetune/tsv.py",
+        "--workdir", str(workdir), f"--config.init={pretrained}",
+        f"--config.task.train={files}/cls_train.jsonl", f"--config.task.dev={files}/cls_dev.jsonl",
+        f"--config.task.test={files}/cls_test.jsonl", "--config.task.max_seq_length=16",
+        "--config.batch_size=8", "--config.eval_batch_size=8", "--config.total_steps=8",
+        "--config.eval_every=2", "--config.progress_bar=False",
+        "--config.optim.learning_rate=1e-2", "--config.optim.lr_multipliers=",
+    ]  # fmt: skip
+
+
+FINETUNE_OUTPUTS = ("results.json", "best.json", "predictions/dev.jsonl", "predictions/test.jsonl")
+
+
+def _killed_then_rerun(cmd, workdir, point=None, after_s=None):
+    """Run `cmd` killed at crash point `point` (or after `after_s` seconds), then rerun it to
+    the end; returns whether the first run was killed."""
+    env = {**ENV, CRASH_ENV: point} if point else ENV
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        out, _ = proc.communicate(timeout=after_s)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate()
+    killed = proc.returncode == -signal.SIGKILL
+    assert killed or (after_s and proc.returncode == 0), (point, out.decode()[-3000:])
+    again = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, (point, again.stderr[-3000:])
+    return killed
+
+
+def _eval_rows(workdir):
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [r for r in map(json.loads, f) if r["split"] == "eval"]
+
+
+@pytest.mark.slow
+def test_finetune_killed_anywhere_resumes_to_the_uninterrupted_files(pretrained, files, tmp_path):  # noqa: F811
+    reference = tmp_path / "reference"
+    t0 = time.monotonic()
+    subprocess.run(_finetune_cmd(pretrained, files, reference), cwd=ROOT, env=ENV, check=True,
+                   capture_output=True, timeout=600)  # fmt: skip
+    wall = time.monotonic() - t0
+    want = {name: (reference / name).read_bytes() for name in FINETUNE_OUTPUTS}
+    assert json.loads(want["best.json"])["step"] in (2, 4, 6, 8)
+    # mid-step; right after a checkpoint (its async save in flight); during an evaluation; the
+    # best model written but not best.json; after the final checkpoint, before the final
+    # evaluation; and while writing the predictions (dev written, test not).
+    points = ["step@3", "checkpoint@4", "eval@4", "best@2", "eval@8", "final", "predictions"]
+    rng = np.random.default_rng(0)
+    moments = [(p, None) for p in points] + [(None, wall * f) for f in rng.uniform(0.3, 0.9, 2)]
+    for i, (point, after_s) in enumerate(moments):
+        work = tmp_path / f"run{i}"
+        killed = _killed_then_rerun(_finetune_cmd(pretrained, files, work), work, point, after_s)
+        assert killed or point is None
+        for name in FINETUNE_OUTPUTS:
+            assert (work / name).read_bytes() == want[name], (point, after_s, name)
+        assert _eval_rows(work) == _eval_rows(reference), (point, after_s)
+        assert not (work / lock.LOCK_NAME).exists()  # the rerun released it
+
+
+@pytest.mark.slow
+def test_pretraining_killed_anywhere_resumes_to_bit_identical_parameters(tmp_path):
+    short = [
+        "--config.total_steps=6", "--config.optim.warmup_steps=1", "--config.checkpoint_every=2",
+        "--config.eval_every=3", "--config.eval_batches=1", "--config.log_every=1",
+        "--config.progress_bar=False", "--config.data.global_batch_size=4",
+    ]  # fmt: skip
+
+    def cmd(work):
+        config = os.path.join(ROOT, "configs", "pretrain", "cpu_small.py")
+        return [
+            sys.executable,
+            "-m",
+            "pretrain",
+            "--config",
+            config,
+            "--workdir",
+            str(work),
+            *short,
+        ]
+
+    reference = tmp_path / "reference"
+    t0 = time.monotonic()
+    subprocess.run(cmd(reference), cwd=ROOT, env=ENV, check=True, capture_output=True, timeout=900)
+    wall = time.monotonic() - t0
+    _, want = checkpoint.load(reference / "model")
+    moments = [(p, None) for p in ("step@3", "checkpoint@4", "eval@3", "eval@6")] + [
+        (None, wall * 0.8)
+    ]
+    for i, (point, after_s) in enumerate(moments):
+        work = tmp_path / f"run{i}"
+        shutil.copytree(reference / "data", work / "data")  # the corpus: built once
+        _killed_then_rerun(cmd(work), work, point, after_s)
+        _, got = checkpoint.load(work / "model")
+        assert_trees_equal(got, want)
+        assert _eval_rows(work) == _eval_rows(reference), point
