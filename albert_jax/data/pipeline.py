@@ -31,6 +31,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
+import threading
+import time
 
 import grain
 import numpy as np
@@ -436,7 +439,8 @@ def make_dataset(
         ds = ds.mp_prefetch(
             grain.MultiprocessingOptions(
                 num_workers=workers, per_worker_buffer_size=int(d.get("worker_buffer_size", 4))
-            )
+            ),
+            worker_init_fn=_exit_with_parent,
         )
         # Per-element arrays (a few documents of examples) are small: pickling beats one
         # shared-memory block per array.
@@ -449,6 +453,21 @@ def make_dataset(
         # Own window shuffle: grain's draws one index_shuffle call per element (~0.1 ms).
         ds = _WindowShuffle(ds, window, int(d.seed) * 1009 + process_index)
     return ds.batch(per_process, drop_remainder=True)
+
+
+def _exit_with_parent(worker_index: int, worker_count: int) -> None:
+    """In each grain worker: exit when the trainer that started it is gone. A trainer killed
+    with SIGKILL cannot stop its workers, and orphans would keep the corpus files open, their
+    memory and (for a caller reading the trainer's output) its pipes, for good."""
+    del worker_index, worker_count
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def make_iterator(data_config, split="train", process_index=0, process_count=1, **kwargs):
