@@ -129,6 +129,7 @@ def test_prepare_replaces_only_a_directory_it_wrote(tmp_path):
 
 
 # ---- 7. one error line where there was a traceback --------------------------------------------
+@pytest.mark.slow
 def test_missing_training_file(tmp_path):
     line = finetune("tsv.py", tmp_path, f"--config.task.train={tmp_path}/trian.tsv", *RANDOM)
     assert line == f"error: task.train {tmp_path}/trian.tsv does not exist"
@@ -164,22 +165,31 @@ def test_training_file_without_the_label_column_is_blamed(tmp_path, tsv):
     assert line.startswith(f"error: task.train {unlabelled}: train.tsv:2: no 'label' column")
 
 
+def slow(*values):
+    return pytest.param(*values, marks=pytest.mark.slow)
+
+
 @pytest.mark.parametrize(
     "flag, message",
-    [
+    [  # two in the default tier; the rest (a subprocess each, ~5 s) in the slow one
         ("--config.batch_size=0", "error: batch_size must be an integer >= 1, got 0"),
-        ("--config.seeds=a,b", "error: seeds='a,b': expected integers"),
         ("--config.nosuchkey=1", "error: --config.nosuchkey: the config has no such field"),
-        ("--config.task.batch_size=1", "error: --config.task.batch_size: the config has no such"),
-        ("--config.batch_sise=1", 'no such field (Did you mean "batch_size" instead of'),
-        ("--config.batch_size=abc", "error: flag --config.batch_size=abc: invalid literal"),
-        ("--config.optim.learning_rate=-1", "error: optim.learning_rate must be a finite number"),
+        slow("--config.seeds=a,b", "error: seeds='a,b': expected integers"),
+        slow(
+            "--config.task.batch_size=1", "error: --config.task.batch_size: the config has no such"
+        ),
+        slow("--config.batch_sise=1", 'no such field (Did you mean "batch_size" instead of'),
+        slow("--config.batch_size=abc", "error: flag --config.batch_size=abc: invalid literal"),
+        slow(
+            "--config.optim.learning_rate=-1", "error: optim.learning_rate must be a finite number"
+        ),
     ],
 )
 def test_bad_settings(tmp_path, tsv, flag, message):
     assert message in finetune("tsv.py", tmp_path, f"--config.task.train={tsv}", *RANDOM, flag)
 
 
+@pytest.mark.slow
 def test_pretraining_workdir_that_is_a_file(tmp_path):
     (tmp_path / "run").write_text("my notes\n")
     line = error_line(["pretrain", "--config", CPU_SMALL, "--workdir", str(tmp_path / "run")],
@@ -188,6 +198,7 @@ def test_pretraining_workdir_that_is_a_file(tmp_path):
     assert (tmp_path / "run").read_text() == "my notes\n"
 
 
+@pytest.mark.slow
 def test_convert_and_predict_exit_as_the_others_do(tmp_path, tsv):
     line = error_line(["albert_jax.convert", str(tmp_path / "none"), str(tmp_path / "out")], ROOT)
     assert line.startswith(f"error: {tmp_path}/none")
@@ -197,6 +208,7 @@ def test_convert_and_predict_exit_as_the_others_do(tmp_path, tsv):
 
 
 # ---- 8. optimizer settings: refused first thing, before any corpus is built -------------------
+@pytest.mark.slow
 def test_pretraining_refuses_optimizer_nonsense_before_the_corpus(tmp_path):
     base = ["pretrain", "--config", CPU_SMALL, "--workdir", str(tmp_path / "run")]
     line = error_line([*base, "--config.optim.warmup_steps=5000"], tmp_path)

@@ -95,6 +95,7 @@ def test_a_second_finetune_on_a_busy_workdir_is_refused_in_one_line(pretrained, 
 # --------------------------------------------------------------------------- unreadable checkpoints
 
 
+@pytest.mark.slow  # three short trainings (~30 s)
 def test_every_checkpoint_unreadable_refuses_and_start_over_equals_a_fresh_run(tmp_path):
     work = tmp_path / "run"
     run(work, total_steps=4)
