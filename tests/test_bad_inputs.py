@@ -93,6 +93,11 @@ def test_a_dataset_is_built_only_where_its_config_puts_it(tmp_path, monkeypatch)
     assert F.dataset_to_build(config) == ""
     with pytest.raises(F.FinetuneError, match="task.train data/finetune/ner/train_mnie.conll does"):
         F.check_files(config)
+    for split in ("train", "dev", "test"):  # a directory of files is a split too (RACE's dev/)
+        (tmp_path / split).mkdir()
+        config.task[split] = str(tmp_path / split)
+    F.check_files(config)
+    assert F.dataset_to_build(config) == ""
 
 
 def test_prepare_replaces_only_a_directory_it_wrote(tmp_path):

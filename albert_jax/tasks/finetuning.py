@@ -663,7 +663,7 @@ def dataset_to_build(config) -> str:
     own directory must not have ours built over it): `check_files` names it."""
     t = config.task
     name, home = t.get("prepare", ""), t.get("prepare_dir", "")
-    if not name or not home or not t.train or paths.is_file(t.train):
+    if not name or not home or not t.train or epath.Path(t.train).exists():
         return ""
     for split in SPLITS:
         path = t.get(split, "")
@@ -674,11 +674,12 @@ def dataset_to_build(config) -> str:
 
 
 def check_files(config) -> None:
-    """Every data file named in task.train / dev / test exists."""
+    """Every data file named in task.train / dev / test exists (a file, or a directory of
+    files: RACE's dev/)."""
     t = config.task
     for split in SPLITS:
         path = t.get(split, "")
-        if path and not paths.is_file(path):
+        if path and not epath.Path(path).exists():
             name, home = t.get("prepare", ""), t.get("prepare_dir", "")
             hint = (
                 f" (the {name} dataset is only built at its default place {home}; run "
