@@ -207,7 +207,7 @@ def test_step_time_leaves_out_each_starts_interval_and_wall_time_sums_the_invoca
     runs = read_record(d)["runs"]
     assert len(runs) == 3 and runs[1]["wall_s"] == 30.0 and runs[1]["killed"]
     assert sweep_report.wall_time(d) == pytest.approx(sum(r["wall_s"] for r in runs), abs=0.11)
-    assert 30 < sweep_report.wall_time(d) < 40
+    assert 30 <= sweep_report.wall_time(d) < 40  # the other two: a fraction of a second each
     # a directory no sweep recorded: only its first interval is left out
     assert sweep_report.steady_step_time(os.path.join(d, "seed_0")) == 0.3
 
