@@ -2,21 +2,21 @@
 
 Public API: `AlbertConfig`, `AlbertModel`, `AlbertForPreTraining`, `AlbertOutput`, `presets`,
 `count_params`, `init_params`, `sharing`, `checkpoint`. Attributes load lazily so that light modules
-(`albert_jax.data`, `albert_jax.tokenization`) do not import JAX and Flax in input workers.
+(`albert_jax.data`, `albert_jax.text.tokenization`) do not import JAX and Flax in input workers.
 """
 
 import importlib
 
 _EXPORTS = {
-    "AlbertConfig": "albert_jax.config",
-    "checkpoint": "albert_jax.checkpoint",
-    "AlbertModel": "albert_jax.model",
-    "AlbertForPreTraining": "albert_jax.model",
-    "AlbertOutput": "albert_jax.model",
-    "count_params": "albert_jax.model",
-    "init_params": "albert_jax.model",
-    "presets": "albert_jax.presets",
-    "sharing": "albert_jax.sharing",
+    "AlbertConfig": "albert_jax.model.config",
+    "checkpoint": "albert_jax.checkpoints.checkpoint",
+    "AlbertModel": "albert_jax.model.albert",
+    "AlbertForPreTraining": "albert_jax.model.albert",
+    "AlbertOutput": "albert_jax.model.albert",
+    "count_params": "albert_jax.model.albert",
+    "init_params": "albert_jax.model.albert",
+    "presets": "albert_jax.model.presets",
+    "sharing": "albert_jax.model.sharing",
 }
 __all__ = sorted(_EXPORTS)
 

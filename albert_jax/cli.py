@@ -41,15 +41,15 @@ def removed_on_input_error(workdir: str):
 
 
 def input_errors() -> tuple[type[Exception], ...]:
-    from albert_jax.checkpoint import CheckpointError
-    from albert_jax.convert.errors import ConversionError
+    from albert_jax.checkpoints.checkpoint import CheckpointError
+    from albert_jax.checkpoints.errors import ConversionError
     from albert_jax.data.corpus import CorpusError
     from albert_jax.data.pipeline import DataConfigError
-    from albert_jax.optim import OptimConfigError
     from albert_jax.tasks.data import DataError
     from albert_jax.tasks.finetuning import FinetuneError
-    from albert_jax.tokenization import TokenizerError
+    from albert_jax.text.tokenization import TokenizerError
     from albert_jax.train.lock import WorkdirBusyError
+    from albert_jax.train.optim import OptimConfigError
     from albert_jax.train.pretraining import ObjectiveError
     from albert_jax.train.trainer import TrainConfigError
 

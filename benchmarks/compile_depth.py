@@ -21,8 +21,9 @@ import jax.numpy as jnp
 import optax
 from report import emit  # benchmarks/ on sys.path
 
-from albert_jax import AlbertForPreTraining, cli, presets
-from albert_jax.losses import pretraining_loss
+from albert_jax import AlbertForPreTraining, cli
+from albert_jax.model import presets
+from albert_jax.model.losses import pretraining_loss
 
 
 def train_step_fn(config, optimizer):

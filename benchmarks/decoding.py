@@ -1,5 +1,5 @@
 """Seq2seq decoding speed: generated tokens/s with the key/value cache against recomputing the
-whole sequence at every step (`albert_jax.decoding.Decoder(use_cache=False)`).
+whole sequence at every step (`albert_jax.model.decoding.Decoder(use_cache=False)`).
 
     python benchmarks/decoding.py                               # albert-base shape, random weights
     python benchmarks/decoding.py --preset albert-tiny --batch 32 --source 96 --new 32 --rounds 3
@@ -22,10 +22,11 @@ import jax
 import numpy as np
 from report import emit  # benchmarks/ on sys.path
 
-from albert_jax import cli, presets
-from albert_jax.decoding import Decoder, generate
-from albert_jax.heads import AlbertForSeq2Seq
-from albert_jax.model import init_params
+from albert_jax import cli
+from albert_jax.model import presets
+from albert_jax.model.albert import init_params
+from albert_jax.model.decoding import Decoder, generate
+from albert_jax.model.heads import AlbertForSeq2Seq
 
 
 def main(argv=None):

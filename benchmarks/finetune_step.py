@@ -45,9 +45,11 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec
 from report import emit  # benchmarks/report.py (this script's directory is on sys.path)
 
-from albert_jax import cli, partitioning, presets
-from albert_jax.heads import AlbertForSequenceClassification
-from albert_jax.optim import make_optimizer
+from albert_jax import cli
+from albert_jax.model import presets
+from albert_jax.model.heads import AlbertForSequenceClassification
+from albert_jax.train import partitioning
+from albert_jax.train.optim import make_optimizer
 from albert_jax.train.trainer import create_state, make_train_step
 
 SIZES = ("tiny", "small", "base", "large", "xlarge", "xxlarge")

@@ -38,7 +38,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
 
 from albert_jax import partitioning  # noqa: E402
-from albert_jax.optim import make_optimizer  # noqa: E402
+from albert_jax.train.optim import make_optimizer  # noqa: E402
 from albert_jax.train.trainer import stacked_paths  # noqa: E402
 
 GB = 1e9

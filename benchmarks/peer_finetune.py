@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-# albert_jax.presets albert-SIZE: (vocab, embedding, hidden, layers, heads, intermediate)
+# albert_jax.model.presets albert-SIZE: (vocab, embedding, hidden, layers, heads, intermediate)
 SIZES = {
     "tiny": (21128, 128, 312, 4, 12, 1248),
     "small": (21128, 128, 384, 6, 12, 1536),

@@ -28,6 +28,7 @@ from ml_collections import config_flags  # noqa: E402
 from report import emit  # noqa: E402 (benchmarks/report.py)
 
 from albert_jax.data import corpus, parallel  # noqa: E402
+from albert_jax.data.documents import formatted_files
 from albert_jax.data.pipeline import resolve_paths  # noqa: E402
 
 
@@ -55,7 +56,7 @@ def main():
         base = resolve_paths(load_config(args.config).data, scratch)
         corpus.ensure_tokenizer(base)
         inputs = base.input_files if base.input_format != "tfds" else []
-        formatted = corpus.formatted_files(inputs, base.input_format)
+        formatted = formatted_files(inputs, base.input_format)
         files = [f for _, f in formatted]
         if args.repeat > 1:  # a larger corpus: the same files (in their formats), copied
             copies, named = [], []

@@ -53,9 +53,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
 
 from albert_jax import cli, presets  # noqa: E402
-from albert_jax.model import AlbertModel  # noqa: E402
-from albert_jax.optim import make_optimizer  # noqa: E402
+from albert_jax.model.albert import AlbertModel  # noqa: E402
 from albert_jax.train import trainer  # noqa: E402
+from albert_jax.train.optim import make_optimizer  # noqa: E402
 
 SIZES = ("tiny", "small", "base", "large", "xlarge", "xxlarge")
 PEER_SCRIPT = os.path.join(REPO, "..", "shared", "peer", "peer_bench.py")

@@ -8,7 +8,8 @@ checkpoint with the corpus tokenizer, read back from the newest train-state chec
 code as `python -m albert_jax.convert WORKDIR OUT`.
 
 Continued pretraining (domain adaptation): `--config.init=SRC` starts from any checkpoint
-`albert_jax.convert` reads (ours, transformers, a Google TF1 checkpoint, a pretraining workdir).
+`albert_jax.checkpoints.source` reads (ours, transformers, a Google TF1 checkpoint, a pretraining
+workdir).
 The model is then the checkpoint's (`config.model` is replaced by it), the corpus is tokenized
 with the checkpoint's tokenizer (or `data.tokenizer_model`), and heads it lacks start fresh.
 """
@@ -27,9 +28,9 @@ from albert_jax import cli, paths
 from albert_jax.data import corpus
 from albert_jax.data.pair_check import pair_warning
 from albert_jax.data.pipeline import resolve_paths
-from albert_jax.optim import check_optim_config
 from albert_jax.train import lock
 from albert_jax.train.metrics import log_to_file
+from albert_jax.train.optim import check_optim_config
 from albert_jax.train.pretraining import make_task, set_objective_data, write_model
 from albert_jax.train.trainer import maybe_initialize_distributed, train
 

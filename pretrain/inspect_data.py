@@ -28,7 +28,7 @@ from albert_jax import cli, paths
 from albert_jax.data import masking
 from albert_jax.data.pair_check import pair_warning
 from albert_jax.data.pipeline import load_tokenizer, make_iterator, resolve_paths
-from albert_jax.tokenization import MASK_ID, pretraining_ids
+from albert_jax.text.tokenization import MASK_ID, pretraining_ids
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (uses config.data).")
 _N = flags.DEFINE_integer("n", 5, "Examples to print / write.")

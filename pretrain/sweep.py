@@ -1,9 +1,9 @@
 r"""Sweeps: `python -m pretrain.sweep --config configs/sweeps/NAME.py --workdir DIR`.
 
-Runs every point of the sweep (see `albert_jax.sweep`): the data is built once, then each group
-(one pretraining run and the fine-tuning runs on its checkpoint) runs here one after the other,
-with a progress line; a finished step is skipped and an interrupted one resumes, so rerunning the
-command continues a killed sweep. At the end it writes DIR/results.csv, DIR/results.md (one
+Runs every point of the sweep (see `albert_jax.experiments.sweep`): the data is built once, then
+each group (one pretraining run and the fine-tuning runs on its checkpoint) runs here one after the
+other, with a progress line; a finished step is skipped and an interrupted one resumes, so rerunning
+the command continues a killed sweep. At the end it writes DIR/results.csv, DIR/results.md (one
 table per task, mean ± std over seeds, the paper's numbers beside) and DIR/plots/.
 
     python -m pretrain.sweep --config configs/sweeps/unshare_finetune.py --workdir runs/sw_unshare
@@ -28,8 +28,9 @@ import os
 
 from absl import app, flags
 
-from albert_jax import cli, sweep_report
-from albert_jax.sweep import (
+from albert_jax import cli
+from albert_jax.experiments import sweep_report
+from albert_jax.experiments.sweep import (
     apply_sets,
     check,
     group_command,

@@ -18,12 +18,13 @@ from ml_collections import config_flags
 
 from albert_jax import cli
 from albert_jax.data import corpus
+from albert_jax.data.documents import INPUT_FORMATS
 from albert_jax.data.pipeline import resolve_paths
-from albert_jax.tokenization import train_sentencepiece
+from albert_jax.text.tokenization import train_sentencepiece
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (uses config.data).")
 _INPUT = flags.DEFINE_list("input", None, "Input files (comma-separated or repeated).")
-_FORMAT = flags.DEFINE_enum("format", None, list(corpus.INPUT_FORMATS), "Input format.")
+_FORMAT = flags.DEFINE_enum("format", None, list(INPUT_FORMATS), "Input format.")
 _TEXT_FIELD = flags.DEFINE_string("text_field", None, "JSONL/TFDS text field.")
 _VOCAB = flags.DEFINE_integer("vocab_size", None, "Vocabulary size.")
 _OUT = flags.DEFINE_string("out", None, "Output directory.")

@@ -34,7 +34,7 @@ def _build(tmp_path_factory):
     if "data" in _CACHE:
         return _CACHE["data"]
     from albert_jax.data import corpus, pipeline
-    from albert_jax.tokenization import train_sentencepiece
+    from albert_jax.text.tokenization import train_sentencepiece
 
     root = tmp_path_factory.mktemp("albert_data")
     d = common.get_data_config()
@@ -68,6 +68,6 @@ def pd_config(pd_data):
 
 @pytest.fixture(scope="session")
 def pd_tokenizer(pd_config):
-    from albert_jax.tokenization import SentencePieceTokenizer
+    from albert_jax.text.tokenization import SentencePieceTokenizer
 
     return SentencePieceTokenizer.from_dir(pd_config.tokenizer_dir)

@@ -41,7 +41,7 @@ def tiny_batch(batch=2, seq=12, vocab=97, preds=3, seed=0):
 
 def random_params(model, seed=0, scale_ln=True):
     """Initialized params with LayerNorm and biases randomized too, so every term is exercised."""
-    from albert_jax.model import init_params
+    from albert_jax.model.albert import init_params
 
     params = init_params(model, jax.random.PRNGKey(seed))
     leaves, treedef = jax.tree_util.tree_flatten_with_path(params)

@@ -13,10 +13,10 @@ import sys
 import ml_collections
 import pytest
 
-from albert_jax import optim
 from albert_jax.tasks import data as D
 from albert_jax.tasks import datasets
 from albert_jax.tasks import finetuning as F
+from albert_jax.train import optim
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKENIZER = os.path.join(ROOT, "tests", "fixtures", "tokenizer_sp")

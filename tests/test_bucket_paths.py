@@ -18,9 +18,11 @@ from helpers import random_params, tiny_config
 from test_finetune import files, pretrained  # noqa: F401 (fixtures)
 from test_own_corpus import CPU_SMALL, ROOT, SHORT, SP_FIXTURE, documents, run, texts  # noqa: F401
 
-from albert_jax import checkpoint, paths
+from albert_jax import paths
+from albert_jax.checkpoints import checkpoint
 from albert_jax.data import corpus, pipeline
-from albert_jax.model import AlbertForPreTraining
+from albert_jax.data.documents import expand_inputs
+from albert_jax.model.albert import AlbertForPreTraining
 from configs.pretrain import common
 
 FAKE = os.path.join(ROOT, "tests", "fake_bucket.py")
@@ -57,14 +59,14 @@ def test_inputs_tokenizer_and_checkpoint_in_a_bucket(bucket, texts):  # noqa: F8
     shutil.copytree(texts / "texts", store / "b" / "texts")
     shutil.copytree(os.path.dirname(SP_FIXTURE), store / "b" / "tok")
     with fake_gcs(store):
-        found = corpus.expand_inputs(["gs://b/texts/*.txt", "gs://b/texts/sub"])
+        found = expand_inputs(["gs://b/texts/*.txt", "gs://b/texts/sub"])
         assert found == ["gs://b/texts/a.txt", "gs://b/texts/b.txt", "gs://b/texts/sub/c.txt"]
-        assert corpus.expand_inputs(["gs://b/texts"])[-1] == "gs://b/texts/sub/c.txt"  # no hidden
+        assert expand_inputs(["gs://b/texts"])[-1] == "gs://b/texts/sub/c.txt"  # no hidden
         with pytest.raises(corpus.CorpusError, match="gs://b/none.*no such file"):
-            corpus.expand_inputs(["gs://b/none"])
+            expand_inputs(["gs://b/none"])
         docs = list(corpus.read_documents(found, "text"))
         assert len(docs) == 120
-        from albert_jax.tokenization import read_tokenizer, save_tokenizer
+        from albert_jax.text.tokenization import read_tokenizer, save_tokenizer
 
         tok = read_tokenizer("gs://b/tok")
         save_tokenizer(tok, "gs://b/copy")

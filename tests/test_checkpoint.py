@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from helpers import tiny_config
 
-from albert_jax import checkpoint
-from albert_jax.convert.common import expected_shapes, unflatten
-from albert_jax.tokenization import load_tokenizer
+from albert_jax.checkpoints import checkpoint
+from albert_jax.checkpoints.common import expected_shapes, unflatten
+from albert_jax.text.tokenization import load_tokenizer
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 
@@ -72,7 +72,7 @@ def test_overwrite_is_atomic_and_a_failed_save_keeps_the_old_one(tmp_path, model
     checkpoint.save(path, config, doubled)  # replaces the existing checkpoint
     assert_same_tree(checkpoint.load(path)[1], doubled)
 
-    import albert_jax.tokenization as tokenization
+    import albert_jax.text.tokenization as tokenization
 
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash mid-save")
@@ -135,7 +135,7 @@ SEQ_HEAD = {
 
 
 def head_params(config, head, seed=1):
-    from albert_jax.heads import param_shapes
+    from albert_jax.model.heads import param_shapes
 
     rng = np.random.default_rng(seed)
     return jax.tree_util.tree_map(

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 from test_finetune import N_DEV, TOKENIZER, files, make_config, tiny_config  # noqa: F401
 
-from albert_jax import checkpoint
-from albert_jax.model import AlbertForPreTraining, init_params
+from albert_jax.checkpoints import checkpoint
+from albert_jax.model.albert import AlbertForPreTraining, init_params
 from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import metrics as M
 from albert_jax.tasks.choice import ChoiceTask
 from albert_jax.tasks.qa import QATask
 from albert_jax.tasks.relation import RelationTask
 from albert_jax.tasks.seq2seq import Seq2SeqTask
-from albert_jax.tokenization import load_tokenizer
+from albert_jax.text.tokenization import load_tokenizer
 from albert_jax.train.metrics import log_to_file
 from configs.finetune.common import get_common
 

@@ -1,7 +1,8 @@
 import pytest
 
-from albert_jax import AlbertConfig, presets
-from albert_jax.config import layout_groups
+from albert_jax import AlbertConfig
+from albert_jax.model import presets
+from albert_jax.model.config import layout_groups
 
 
 @pytest.mark.parametrize(
@@ -69,12 +70,12 @@ def test_every_pretraining_config_takes_the_execution_overrides(name):
     pretraining config: the command line locks the config, so an undeclared key is an error."""
     import importlib
 
-    from albert_jax.train.pretraining import model_config_from
+    from albert_jax.model.presets import from_run_config
 
     config = importlib.import_module(f"configs.pretrain.{name}").get_config()
     config.lock()
     config.model.dtype, config.model.scan_layers, config.model.remat = "bfloat16", False, "full"
-    model = model_config_from(config)
+    model = from_run_config(config)
     assert (model.dtype, model.scan_layers, model.remat) == ("bfloat16", False, "full")
     with pytest.raises(AttributeError):
         config.model.no_such_field = 1  # what the lock guards: the test would pass without it

@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from albert_jax import AlbertForPreTraining, checkpoint
-from albert_jax.convert import ConversionError, convert, load_source
-from albert_jax.convert.__main__ import main as cli
-from albert_jax.convert.common import layout_from_layer_groups
-from albert_jax.convert.hf import hf_layer_groups, hf_tensors
-from albert_jax.convert.tf_checkpoint import TFCheckpoint, crc32c
+from albert_jax import AlbertForPreTraining
+from albert_jax.checkpoints import checkpoint
+from albert_jax.checkpoints.common import layout_from_layer_groups
+from albert_jax.checkpoints.hf import hf_layer_groups, hf_tensors
+from albert_jax.checkpoints.source import ConversionError, convert, load_source
+from albert_jax.checkpoints.tf_checkpoint import TFCheckpoint, crc32c
+from albert_jax.convert import main as cli
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 # fixture directory -> reference outputs (tf_relu has no projection, so its own reference)
@@ -130,7 +131,7 @@ def test_export_equals_transformers_files(src, hf):
 
 def test_export_refuses_mixed_layout():
     source = load_source(fixture("hf_gelu_new"))
-    from albert_jax import sharing
+    from albert_jax.model import sharing
 
     params, config = sharing.regroup(source.params, source.config, ffn_groups=4)
     with pytest.raises(ConversionError, match="num_hidden_groups"):
@@ -463,7 +464,7 @@ def test_transformers_token_classifier_without_pooler(tmp_path, kind):
     """transformers' AlbertForTokenClassification / AlbertForQuestionAnswering save no pooler:
     imported with a zero pooler (and a note); the token logits, which never use it, are
     unchanged."""
-    from albert_jax.heads import build_model
+    from albert_jax.model.heads import build_model
 
     head = HEADS[kind]
     ours, config, params = fine_tuned(tmp_path, head)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from albert_jax.data import masking
-from albert_jax.tokenization import MASK_ID
+from albert_jax.text.tokenization import MASK_ID
 
 V = 1000
 

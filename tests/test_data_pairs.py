@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from albert_jax.data import pairs
-from albert_jax.tokenization import CLS_ID, SEP_ID
+from albert_jax.text.tokenization import CLS_ID, SEP_ID
 
 
 def make_docs(n_docs=60, seed=0, max_sents=12, max_len=30, one_sentence_every=0):

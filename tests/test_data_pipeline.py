@@ -18,7 +18,8 @@ from data_fixtures import REPO
 from test_data_masking import _reference_spans, _two_sample_close
 
 from albert_jax.data import corpus, masking, pipeline
-from albert_jax.tokenization import CLS_ID, MASK_ID, SEP_ID, TokenizerError
+from albert_jax.data.documents import doc_sentences, split_sentences, strip_tags, tokenize_documents
+from albert_jax.text.tokenization import CLS_ID, MASK_ID, SEP_ID, TokenizerError
 from pretrain.inspect_data import iter_examples, render, summarize
 
 if not flags.FLAGS.is_parsed():
@@ -60,7 +61,7 @@ def test_corpus_build_and_round_trip(pd_data, pd_tokenizer):
     rec = next(src[i] for i in range(len(src)) if src[i]["doc_index"] == 0)
     assert rec["ids"].dtype == np.int32 and rec["word_starts"].dtype == np.bool_
     assert rec["sentence_lengths"].sum() == len(rec["ids"]) == len(rec["word_starts"])
-    sents = corpus.doc_sentences(rec)
+    sents = doc_sentences(rec)
     assert len(sents) == len(first)
     for s, text in zip(sents, first, strict=True):
         assert s.tolist() == pd_tokenizer.encode(text)
@@ -332,7 +333,7 @@ def test_config_errors(pd_config):
 
 def test_sentence_splitting_and_jsonl(tmp_path):
     en = 'Dr. Smith arrived. He said: "It works!" Then he left?  Yes.'
-    assert corpus.split_sentences(en) == [
+    assert split_sentences(en) == [
         "Dr.",
         "Smith arrived.",
         'He said: "It works!"',
@@ -340,7 +341,7 @@ def test_sentence_splitting_and_jsonl(tmp_path):
         "Yes.",
     ]
     zh = "今天天气很好。我们去公园吧！“你去吗？”他问。"
-    assert corpus.split_sentences(zh) == [
+    assert split_sentences(zh) == [
         "今天天气很好。",
         "我们去公园吧！",
         "“你去吗？”",
@@ -358,7 +359,7 @@ def test_sentence_splitting_and_jsonl(tmp_path):
     bad.write_text('{"body": "x"}\n')
     with pytest.raises(corpus.CorpusError, match=r"b.jsonl:1: not a JSON object with a 'text'"):
         list(corpus.read_documents([str(bad)], "jsonl"))
-    assert corpus.strip_tags("迈向/v  充满/v  希望/n  １/m") == "迈向充满希望１"
+    assert strip_tags("迈向/v  充满/v  希望/n  １/m") == "迈向充满希望１"
 
 
 def test_bad_input(tmp_path, pd_config, pd_tokenizer, caplog):
@@ -381,7 +382,7 @@ def test_bad_input(tmp_path, pd_config, pd_tokenizer, caplog):
         list(corpus.read_documents([str(raw)], "text", on_invalid_utf8="error"))
     # Empty documents (nothing tokenizable), one-sentence documents, over-long sentences.
     recs = list(
-        corpus.tokenize_documents(
+        tokenize_documents(
             iter([*docs, ["   "], []]), pd_tokenizer, max_sentence_tokens=100, stats=stats
         )
     )

@@ -14,8 +14,8 @@ import pytest
 from helpers import tiny_batch, tiny_config
 
 from albert_jax import AlbertModel
-from albert_jax import model as model_lib
-from albert_jax.model import init_params
+from albert_jax.model import albert as model_lib
+from albert_jax.model.albert import init_params
 
 P = 0.3
 L = 4

@@ -1,6 +1,6 @@
-"""ELECTRA with ALBERT sharing (`albert_jax.electra`, `ElectraTask`): the replaced-token labels,
-where the two losses' gradients go, the optimizer on two encoders of different layouts, FLOPs
-against XLA's count, exact resume, and the objectives' configuration errors."""
+"""ELECTRA with ALBERT sharing (`albert_jax.model.electra`, `ElectraTask`): the replaced-token
+labels, where the two losses' gradients go, the optimizer on two encoders of different layouts,
+FLOPs against XLA's count, exact resume, and the objectives' configuration errors."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from flax import traverse_util
 from trainer_worker import make_config, make_global_batch, make_task, tiny_model_config
 
-from albert_jax import electra, sharing
-from albert_jax.optim import config_labels, make_optimizer
+from albert_jax.model import electra, sharing
 from albert_jax.train import trainer
+from albert_jax.train.optim import config_labels, make_optimizer
 from albert_jax.train.pretraining import ObjectiveError, objective_of, set_objective_data
 
 BATCH = {k: jnp.asarray(v) for k, v in make_global_batch(3).items()}
@@ -77,7 +77,7 @@ def test_model_labels_are_sampled_differs_from_original():
         assert want.sum() > 0 and kept.sum() > 0  # both kinds of masked position
     assert not np.array_equal(outs[0].sampled, outs[1].sampled)
     # The discriminator reads the corrupted sequence: the backbone and head on it, run apart.
-    from albert_jax.model import AlbertModel
+    from albert_jax.model.albert import AlbertModel
 
     out = outs[0]
     ids, _ = electra.corrupt(b["input_ids"], b["masked_lm_positions"], b["masked_lm_weights"],
@@ -314,8 +314,8 @@ def test_electra_command_to_model_finetuning_and_transformers(tmp_path):
         write_corpus,
     )
 
-    from albert_jax import checkpoint
-    from albert_jax.convert.__main__ import main as convert_cli
+    from albert_jax.checkpoints import checkpoint
+    from albert_jax.convert import main as convert_cli
 
     write_corpus(tmp_path / "corpus.txt")
     model = {k: v for k, v in MODEL.items() if k != "vocab_size"}

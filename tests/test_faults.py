@@ -19,8 +19,8 @@ import pytest
 from test_finetune import files, pretrained  # noqa: F401 - module fixtures used below
 from test_trainer import assert_trees_equal, ckpt_steps, load_state, read_metrics, run
 
-from albert_jax import checkpoint
-from albert_jax.checkpoint import CheckpointError
+from albert_jax.checkpoints import checkpoint
+from albert_jax.checkpoints.checkpoint import CheckpointError
 from albert_jax.train import lock
 from albert_jax.train.faults import CRASH_ENV
 from albert_jax.train.metrics import MetricWriter

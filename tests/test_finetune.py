@@ -11,12 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from albert_jax import AlbertConfig, checkpoint
-from albert_jax.heads import build_model
-from albert_jax.model import AlbertForPreTraining
+from albert_jax import AlbertConfig
+from albert_jax.checkpoints import checkpoint
+from albert_jax.model.albert import AlbertForPreTraining
+from albert_jax.model.heads import build_model
 from albert_jax.tasks import finetuning as F
 from albert_jax.tasks.data import DataError
-from albert_jax.tokenization import load_tokenizer
+from albert_jax.text.tokenization import load_tokenizer
 from configs.finetune.common import get_common
 from tests.helpers import random_params
 

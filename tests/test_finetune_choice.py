@@ -15,9 +15,9 @@ import pytest
 from helpers import quick_finetune
 from test_finetune import TOKENIZER, WORDS, pretrained, tiny_config  # noqa: F401 (a fixture)
 
-from albert_jax import checkpoint
-from albert_jax.heads import build_model
-from albert_jax.model import init_params
+from albert_jax.checkpoints import checkpoint
+from albert_jax.model.albert import init_params
+from albert_jax.model.heads import build_model
 from albert_jax.tasks import datasets
 from albert_jax.tasks import finetuning as F
 from albert_jax.tasks.choice import (
@@ -28,7 +28,7 @@ from albert_jax.tasks.choice import (
     read_race,
 )
 from albert_jax.tasks.data import DataError
-from albert_jax.tokenization import load_tokenizer
+from albert_jax.text.tokenization import load_tokenizer
 from configs.finetune.common import get_common
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -20,7 +20,7 @@ from albert_jax.tasks.data import (
     read_conll,
     read_examples,
 )
-from albert_jax.tokenization import load_tokenizer
+from albert_jax.text.tokenization import load_tokenizer
 from finetune import baseline as baseline_cli
 from finetune import prepare as prepare_cli
 

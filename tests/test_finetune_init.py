@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 from flax import traverse_util
 
-from albert_jax import checkpoint, presets
-from albert_jax.model import AlbertForPreTraining
-from albert_jax.optim import make_optimizer
+from albert_jax.checkpoints import checkpoint
+from albert_jax.model import presets
+from albert_jax.model.albert import AlbertForPreTraining
 from albert_jax.tasks import finetuning as F
-from albert_jax.tokenization import load_tokenizer
+from albert_jax.text.tokenization import load_tokenizer
+from albert_jax.train.optim import make_optimizer
 from configs.finetune import cloze, ner, sentiment, tsv
 from tests.helpers import random_params
 from tests.test_finetune import ROOT, TOKENIZER, files, make_config, tiny_config

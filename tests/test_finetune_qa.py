@@ -13,7 +13,7 @@ import pytest
 from helpers import split_files_config
 from test_finetune import TOKENIZER, pretrained  # noqa: F401 (a fixture)
 
-from albert_jax import checkpoint
+from albert_jax.checkpoints import checkpoint
 from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import squad
 from albert_jax.tasks.data import DataError
@@ -25,7 +25,7 @@ from albert_jax.tasks.qa import (
     read_squad,
     training_examples,
 )
-from albert_jax.tokenization import load_tokenizer
+from albert_jax.text.tokenization import load_tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDS = "the hotel is good bad room clean dirty staff nice".split()

@@ -14,14 +14,14 @@ import pytest
 from helpers import split_files_config, tiny_config
 from test_finetune import TOKENIZER, pretrained  # noqa: F401 (a fixture)
 
-from albert_jax import checkpoint
-from albert_jax.convert import ConversionError, hf
-from albert_jax.heads import ConditionalLayerNorm, build_model
-from albert_jax.model import LayerNorm, init_params
+from albert_jax.checkpoints import checkpoint, hf
+from albert_jax.checkpoints.errors import ConversionError
+from albert_jax.model.albert import LayerNorm, init_params
+from albert_jax.model.heads import ConditionalLayerNorm, build_model
 from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import relation as R
 from albert_jax.tasks.data import DataError
-from albert_jax.tokenization import load_tokenizer
+from albert_jax.text.tokenization import load_tokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "tests", "fixtures", "formats", "duie_sample.jsonl")

@@ -15,9 +15,9 @@ import pytest
 from helpers import random_params, split_files_config, tiny_config
 from test_finetune import WORDS, pretrained  # noqa: F401 (a fixture)
 
-from albert_jax import checkpoint
-from albert_jax.decoding import Decoder, beam_search
-from albert_jax.heads import AlbertForSeq2Seq, prefix_lm_mask
+from albert_jax.checkpoints import checkpoint
+from albert_jax.model.decoding import Decoder, beam_search
+from albert_jax.model.heads import AlbertForSeq2Seq, prefix_lm_mask
 from albert_jax.tasks import finetuning as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import pytest
 
 from albert_jax import AlbertConfig
-from albert_jax.model import AlbertForPreTraining, init_params
+from albert_jax.model.albert import AlbertForPreTraining, init_params
 from albert_jax.train.metrics import forward_flops_per_sequence, train_flops_per_sequence
 
 B, T, P = 2, 64, 10

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from albert_jax import losses
+from albert_jax.model import losses
 
 
 def _log_softmax(x):

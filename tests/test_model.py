@@ -10,8 +10,8 @@ from helpers import random_params, tiny_batch, tiny_config
 from numpy_reference import forward, gelu_tanh
 
 from albert_jax import AlbertForPreTraining, AlbertModel
-from albert_jax.losses import mlm_loss, sop_loss
-from albert_jax.model import ACTIVATIONS, init_params
+from albert_jax.model.albert import ACTIVATIONS, init_params
+from albert_jax.model.losses import mlm_loss, sop_loss
 
 # Layout -> (attention_groups, ffn_groups) for L = 6, written out rather than read from the config.
 LAYOUT_GROUPS = {
@@ -267,7 +267,7 @@ def test_bfloat16_compute_tracks_float32():
 
 
 def test_explicit_attention_matches_fused_kernel():
-    from albert_jax.model import explicit_attention
+    from albert_jax.model.albert import explicit_attention
 
     k = jax.random.split(jax.random.PRNGKey(0), 3)
     q, kk, v = (jax.random.normal(x, (2, 5, 3, 4)) for x in k)
@@ -297,7 +297,7 @@ def test_matmul_and_its_gradient_are_the_products_of_the_dtype_operands(dtype, k
     """`model.matmul`'s hand-written gradient: y, dx and dkernel equal the float64 products of the
     operands (and the cotangent) rounded to the compute dtype, to float32 accumulation; each
     gradient in its operand's dtype (the float32 kernel's stays float32)."""
-    from albert_jax.model import matmul
+    from albert_jax.model.albert import matmul
 
     K, N = 24, 40
     rng = np.random.default_rng(0)

@@ -1,5 +1,6 @@
-"""albert_jax.optim against a NumPy port of the reference LAMB / AdamWeightDecay (lamb_optimizer.py,
-optimization.py), written from the update equations: a loop over TF-named variables, float64."""
+"""albert_jax.train.optim against a NumPy port of the reference LAMB / AdamWeightDecay
+(lamb_optimizer.py, optimization.py), written from the update equations: a loop over TF-named
+variables, float64."""
 
 import re
 
@@ -10,8 +11,8 @@ import optax
 import pytest
 
 from albert_jax import AlbertConfig
-from albert_jax.convert import tf as tf_convert
-from albert_jax.optim import (
+from albert_jax.checkpoints import tf as tf_convert
+from albert_jax.train.optim import (
     Label,
     adamw,
     config_labels,
@@ -397,7 +398,7 @@ def test_make_optimizer_defaults_and_clipping():
 
 
 def _tree(config):
-    from albert_jax.heads import param_shapes
+    from albert_jax.model.heads import param_shapes
 
     head = {"type": "sequence_classification", "num_labels": 2}
     return jax.tree.map(lambda s: np.ones(s.shape, np.float32), param_shapes(config, head))
@@ -449,7 +450,7 @@ def test_per_layer_view_updates_equal_the_stacked_updates(name):
     """The trainer holds an unrolled model's stacked leaves per layer (sharing.split_layers):
     every optimizer feature (LAMB's per-layer trust ratio, layer-wise decay, multipliers) must
     give each layer exactly the update it gets in the stacked tree."""
-    from albert_jax import sharing
+    from albert_jax.model import sharing
 
     config = AlbertConfig(
         vocab_size=11, embedding_size=4, hidden_size=8, num_layers=3, num_heads=2,
@@ -482,7 +483,7 @@ def test_grouped_model_updates_each_group_as_its_own_variable(groups):
     """make_optimizer on a real model whose attention and FFN are both stacked: group g of every
     stacked leaf must get exactly the update a one-group model gets from that group's slice (a
     trust ratio over the whole stack, or a stacked leaf taken for one variable, changes it)."""
-    from albert_jax.model import AlbertModel, init_params
+    from albert_jax.model.albert import AlbertModel, init_params
 
     A, F = groups
     one = AlbertConfig(

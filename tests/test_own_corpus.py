@@ -17,8 +17,9 @@ import sys
 import numpy as np
 import pytest
 
-from albert_jax import checkpoint
+from albert_jax.checkpoints import checkpoint
 from albert_jax.data import corpus, parallel, pipeline
+from albert_jax.data.documents import expand_inputs
 from configs.pretrain import common
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -75,12 +76,12 @@ def test_input_files_are_files_directories_and_globs(texts, monkeypatch):
     a, b, c = (str(texts / "texts" / n) for n in ("a.txt", "b.txt", "sub/c.txt"))
     assert corpus.input_patterns("texts/a.txt, texts/sub ,") == ["texts/a.txt", "texts/sub"]
     assert corpus.input_patterns(["x", "y"]) == ["x", "y"]
-    assert corpus.expand_inputs([str(texts / "texts")]) == [a, b, c]  # hidden file skipped
-    assert corpus.expand_inputs([str(texts / "texts" / "**" / "*.txt")]) == [a, b, c]
-    assert corpus.expand_inputs([b, str(texts / "texts" / "*.txt")]) == [b, a]  # no repeats
+    assert expand_inputs([str(texts / "texts")]) == [a, b, c]  # hidden file skipped
+    assert expand_inputs([str(texts / "texts" / "**" / "*.txt")]) == [a, b, c]
+    assert expand_inputs([b, str(texts / "texts" / "*.txt")]) == [b, a]  # no repeats
     for bad, why in [("nope/*.txt", "matches no file"), ("missing.txt", "no such file")]:
         with pytest.raises(corpus.CorpusError, match=re.escape(bad) + ".*" + why):
-            corpus.expand_inputs([bad])
+            expand_inputs([bad])
     d = common.get_data_config()
     d.input_files = "texts/a.txt,texts/sub"  # a command-line value: a string
     r = pipeline.resolve_paths(d, workdir="/elsewhere")
@@ -126,7 +127,7 @@ def test_one_corpus_from_several_formats_with_a_character_vocabulary(texts, tmp_
     args += ["--config.data.input_files=texts/a.txt,jsonl:docs.jsonl"]
     args += ["--config.data.input_format=text", "--config.data.tokenizer_type=char"]
     run([*args, "--config.data.vocab_size=3000", "--config.data.hard_vocab_limit=False"], texts)
-    from albert_jax.tokenization import load_tokenizer
+    from albert_jax.text.tokenization import load_tokenizer
 
     tok = load_tokenizer(str(work / "data" / "tokenizer"))
     meta = json.loads((work / "data" / "tokenizer" / "tokenizer.json").read_text())
@@ -157,7 +158,7 @@ def test_text_directory_pretrains_from_the_command_line(texts, tmp_path):
     config, params = checkpoint.load(str(work / "model"))
     tok = checkpoint.load_tokenizer(str(work / "model"))
     assert tok.vocab_size == config.vocab_size == 3000
-    from albert_jax.model import AlbertForPreTraining
+    from albert_jax.model.albert import AlbertForPreTraining
 
     ids = np.asarray([tok.encode("人民日报社论")[:6]], np.int32)
     out = AlbertForPreTraining(config).apply({"params": params}, ids, deterministic=True)
@@ -260,8 +261,8 @@ def test_wordpiece_vocab_examples_use_its_special_ids(texts, tmp_path, documents
 def test_continued_pretraining_starts_from_the_checkpoint(texts, tmp_path):
     """--config.init: the model and tokenizer are the checkpoint's; with a zero learning rate the
     run's model equals its start exactly."""
-    from albert_jax.model import AlbertForPreTraining
-    from albert_jax.tokenization import load_tokenizer
+    from albert_jax.model.albert import AlbertForPreTraining
+    from albert_jax.text.tokenization import load_tokenizer
     from tests.helpers import random_params, tiny_config
 
     config = tiny_config("none").replace(vocab_size=120, max_position_embeddings=64)
@@ -429,7 +430,7 @@ def test_tokenizer_model_gives_the_reference_ids(kind, model, lower, mode, tmp_p
     d.tokenizer_model = os.path.join(ROOT, "tests", "fixtures", model)
     d.tokenizer_mode = mode or "transformers"
     d.data_dir, d.max_sentence_tokens = str(tmp_path / "data"), 10_000
-    from albert_jax.tokenization import read_tokenizer
+    from albert_jax.text.tokenization import read_tokenizer
 
     d.vocab_size = read_tokenizer(d.tokenizer_model).vocab_size
     r = pipeline.resolve_paths(d)

@@ -8,8 +8,8 @@ import pytest
 from helpers import tiny_batch, tiny_config
 
 from albert_jax import AlbertForPreTraining
-from albert_jax.losses import mlm_loss, sop_loss
-from albert_jax.partitioning import DEFAULT_RULES, batch_sharding, init_sharded, make_mesh
+from albert_jax.model.losses import mlm_loss, sop_loss
+from albert_jax.train.partitioning import DEFAULT_RULES, batch_sharding, init_sharded, make_mesh
 
 
 def loss_fn(cfg, params, batch):

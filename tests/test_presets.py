@@ -2,7 +2,8 @@
 
 import pytest
 
-from albert_jax import count_params, presets
+from albert_jax import count_params
+from albert_jax.model import presets
 
 PAPER = [
     # (preset, overrides, paper figure in millions)

@@ -7,8 +7,9 @@ import optax
 import pytest
 from helpers import random_params, tiny_batch, tiny_config
 
-from albert_jax import AlbertForPreTraining, sharing
-from albert_jax.losses import mlm_loss
+from albert_jax import AlbertForPreTraining
+from albert_jax.model import sharing
+from albert_jax.model.losses import mlm_loss
 
 LAYOUTS = ["all", "attention", "ffn", "groups:2", "groups:3", "none"]
 

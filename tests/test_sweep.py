@@ -14,8 +14,8 @@ import sys
 import pytest
 from scipy import stats
 
-from albert_jax import sweep_report
-from albert_jax.sweep import (
+from albert_jax.experiments import sweep_report
+from albert_jax.experiments.sweep import (
     Sweep,
     SweepError,
     apply_sets,
@@ -107,7 +107,7 @@ def test_a_prepare_step_keeps_the_file_its_command_wrote(tmp_path):
     """A dataset's prepare step is done when its command has written the dataset's file: the
     sweep must not write its record over that file (it once replaced train.jsonl with it). A
     corpus step's done file is the sweep's own marker."""
-    from albert_jax.sweep import Step, run_step
+    from albert_jax.experiments.sweep import Step, run_step
 
     made = tmp_path / "data" / "train.jsonl"
     write = f"import pathlib; pathlib.Path({str(made)!r}).write_text('{{\"text\": 1}}')"
@@ -176,7 +176,7 @@ def test_step_time_leaves_out_each_starts_interval_and_wall_time_sums_the_invoca
     of the intervals that did not include a start (compilation), including a start whose rows a
     later resume cut off; its wall time is the sum of the three (the killed one's until its last
     log line)."""
-    from albert_jax.sweep import Step, read_record, run_step
+    from albert_jax.experiments.sweep import Step, read_record, run_step
 
     d = str(tmp_path / "ft")
 
@@ -260,7 +260,7 @@ SWEEP_CONFIGS = sorted(
 
 @pytest.mark.parametrize("name", SWEEP_CONFIGS)
 def test_every_sweep_config_names_real_fields(name):
-    from albert_jax.sweep import load
+    from albert_jax.experiments.sweep import load
 
     sweep = load(os.path.join(REPO, "configs", "sweeps", f"{name}.py"))
     check(sweep)  # each grid axis and override exists in its pretraining / fine-tuning config
@@ -378,8 +378,8 @@ def test_report_tables_csv_and_plots_from_known_results(tmp_path):
     assert float(row["test_accuracy"]) == pytest.approx(0.63)
     assert float(row["pretrain_mlm_accuracy"]) == pytest.approx(0.3)  # the last evaluation
     assert float(row["pretrain_step_s"]) == 0.5 and float(row["finetune_step_s"]) == 0.1
-    from albert_jax.config import AlbertConfig
-    from albert_jax.model import count_params
+    from albert_jax.model.albert import count_params
+    from albert_jax.model.config import AlbertConfig
 
     unshared = count_params(AlbertConfig(**MODEL_CONFIG, attention_groups=4, ffn_groups=4))
     assert int(row["params_pretrained"]) == unshared
@@ -473,7 +473,7 @@ def get_config(arg=None):
 """
 )
 SWEEP = """
-from albert_jax.sweep import Sweep
+from albert_jax.experiments.sweep import Sweep
 
 
 def get_sweep():

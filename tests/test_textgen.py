@@ -14,7 +14,7 @@ import pytest
 from albert_jax.tasks import datasets, textgen
 from albert_jax.tasks.data import IGNORE, DataError
 from albert_jax.tasks.textgen import Seq2SeqExample
-from albert_jax.tokenization import load_tokenizer, train_sentencepiece
+from albert_jax.text.tokenization import load_tokenizer, train_sentencepiece
 from finetune import prepare as prepare_cli
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
@@ -403,7 +403,7 @@ def test_build_entities_on_the_corpus(tmp_path, capsys):
 
 def test_entities_dictionary_baseline(tmp_path):
     """Train targets give the dictionary; dev/test sources are matched and written as targets."""
-    from albert_jax.tasks.datasets import baseline_entities
+    from albert_jax.experiments.datasets import baseline_entities
 
     rows = {
         "train": [

@@ -11,7 +11,7 @@ import sentencepiece as spm
 from data_fixtures import *  # noqa: F403  (session fixtures)
 from data_fixtures import REPO
 
-from albert_jax import tokenization as tk
+from albert_jax.text import tokenization as tk
 
 
 def test_preprocess_text():

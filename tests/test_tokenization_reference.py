@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from albert_jax import tokenization
-from albert_jax.tokenization import SentencePieceTokenizer, find_tokenizer, load_tokenizer
-from albert_jax.wordpiece import WordPieceTokenizer, basic_tokenize, wordpiece
+from albert_jax.text import tokenization
+from albert_jax.text.tokenization import SentencePieceTokenizer, find_tokenizer, load_tokenizer
+from albert_jax.text.wordpiece import WordPieceTokenizer, basic_tokenize, wordpiece
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 with open(os.path.join(FIXTURES, "reference", "tokens.json"), encoding="utf-8") as f:

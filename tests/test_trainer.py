@@ -23,9 +23,8 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 from trainer_worker import BATCH, make_config, make_global_batch, make_task
 
-from albert_jax import partitioning
-from albert_jax.optim import make_optimizer
-from albert_jax.train import trainer
+from albert_jax.train import partitioning, trainer
+from albert_jax.train.optim import make_optimizer
 from albert_jax.train.trainer import NonFiniteLossError, create_state, make_train_step, train
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -153,7 +152,7 @@ def test_unrolled_encoder_holds_layers_apart_and_trains_as_the_scanned_one():
     holds them stacked (LAMB's trust ratio per layer either way)."""
     from trainer_worker import tiny_model_config
 
-    from albert_jax import sharing
+    from albert_jax.model import sharing
 
     mesh = partitioning.make_mesh((2, 1, 1), devices=jax.devices()[:2])
     model = tiny_model_config().with_layout("none")

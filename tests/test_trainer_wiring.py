@@ -15,8 +15,8 @@ from flax import linen as nn
 from test_trainer import load_state, read_metrics
 from trainer_worker import make_config, make_global_batch, make_task, tiny_model_config
 
-from albert_jax import partitioning
-from albert_jax.model import AlbertForPreTraining
+from albert_jax.model.albert import AlbertForPreTraining
+from albert_jax.train import partitioning
 from albert_jax.train.trainer import TrainState, make_train_step, train
 
 
@@ -77,7 +77,7 @@ def _planted_batches():
 def test_majority_baselines_are_the_constant_predictors_accuracies():
     """mlm_majority_accuracy / sop_majority_share equal the real mlm_accuracy / sop_accuracy of a
     model that always answers the weight-most-frequent piece / the more frequent label."""
-    from albert_jax import losses
+    from albert_jax.model import losses
 
     batches = _planted_batches()
     task = make_task(make_config(eval_batches=5))

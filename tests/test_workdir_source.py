@@ -19,11 +19,12 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from albert_jax import checkpoint, presets, sharing
-from albert_jax.convert import ConversionError, load_source
-from albert_jax.convert.__main__ import main as cli
-from albert_jax.heads import param_shapes
-from albert_jax.tokenization import load_tokenizer
+from albert_jax.checkpoints import checkpoint
+from albert_jax.checkpoints.source import ConversionError, load_source
+from albert_jax.convert import main as cli
+from albert_jax.model import presets, sharing
+from albert_jax.model.heads import param_shapes
+from albert_jax.text.tokenization import load_tokenizer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")

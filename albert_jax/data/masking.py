@@ -25,7 +25,7 @@ import dataclasses
 
 import numpy as np
 
-from albert_jax.tokenization import MASK_ID
+from albert_jax.text.tokenization import MASK_ID
 
 
 def ngram_probs(ngram: int, favor_shorter_ngram: bool = True) -> np.ndarray:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from albert_jax.tokenization import CLS_ID, SEP_ID
+from albert_jax.text.tokenization import CLS_ID, SEP_ID
 
 MODES = ("sop", "nsp")
 SINGLE_SEGMENT = ("random_doc", "split")

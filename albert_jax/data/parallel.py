@@ -19,7 +19,7 @@ import os
 import numpy as np
 from etils import epath
 
-from albert_jax.data.corpus import CorpusStats, expand_inputs, log, tokenize_documents
+from albert_jax.data.documents import CorpusStats, expand_inputs, log, tokenize_documents
 
 
 def input_bytes(cfg) -> int | None:
@@ -34,7 +34,7 @@ _WORKER_TOKENIZER = None
 
 
 def _worker_init(tokenizer_dir: str) -> None:
-    from albert_jax.tokenization import load_tokenizer
+    from albert_jax.text.tokenization import load_tokenizer
 
     global _WORKER_TOKENIZER
     _WORKER_TOKENIZER = load_tokenizer(tokenizer_dir, strict=False)
@@ -167,7 +167,7 @@ class _Parts:
     tokenizer they were made with; parts made with others are discarded, never reused."""
 
     def __init__(self, cfg):
-        from albert_jax.tokenization import META_FILE
+        from albert_jax.text.tokenization import META_FILE
 
         self.dir = cfg.parts_dir
         fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}

@@ -38,9 +38,9 @@ import time
 import grain
 import numpy as np
 
-from albert_jax import paths
 from albert_jax.data import corpus, masking, pairs
-from albert_jax.tokenization import CLS_ID, MASK_ID, PAD_ID, SEP_ID
+from albert_jax.data.corpus import DataConfigError, load_tokenizer, resolve_paths  # re-exported
+from albert_jax.text.tokenization import CLS_ID, MASK_ID, PAD_ID, SEP_ID
 
 _PERM_STREAM, _PAIR_STREAM, _MASK_STREAM = 0, 1, 2
 
@@ -53,58 +53,6 @@ TRAIN_FIELDS = (
     "masked_lm_weights",
     "sentence_order_label",
 )
-
-
-class DataConfigError(ValueError):
-    """A data configuration that cannot work."""
-
-
-def resolve_paths(data_config, workdir: str | None = None):
-    """Copy of ``data_config`` with ``data_dir`` made absolute (relative to ``workdir`` or the
-    current directory), ``tokenizer_dir`` / ``tfds_data_dir`` relative to ``data_dir``, the input
-    files a list of absolute patterns (relative to the current directory, as a shell would take
-    them) and an empty ``corpus_name`` named from them (``corpus.auto_corpus_name``)."""
-    from albert_jax.data.corpus import auto_corpus_name, input_patterns, split_format
-
-    cfg = data_config.copy_and_resolve_references()
-    with cfg.unlocked():
-        cfg.data_dir = paths.resolve(cfg.data_dir, workdir)
-        cfg.tokenizer_dir = paths.resolve(cfg.tokenizer_dir, cfg.data_dir)
-        files = []
-        for p in input_patterns(cfg.get("input_files", ())):
-            fmt, path = split_format(p)
-            files.append(f"{fmt}:{paths.resolve(path)}" if fmt else paths.resolve(path))
-        if "input_files" in cfg:
-            del cfg["input_files"]  # the field may hold a string (a command-line value)
-        cfg.input_files = files
-        if not cfg.get("corpus_name"):
-            cfg.corpus_name = auto_corpus_name(cfg)
-        if cfg.get("tfds_data_dir"):
-            cfg.tfds_data_dir = paths.resolve(cfg.tfds_data_dir, cfg.data_dir)
-    return cfg
-
-
-def load_tokenizer(data_config, model_vocab_size: int | None = None):
-    """The corpus tokenizer (SentencePiece or WordPiece) in ``data.tokenizer_dir``, checked for
-    the symbols pretraining needs and against the configured vocab sizes. With
-    ``data.hard_vocab_limit=False`` SentencePiece may have stopped below ``data.vocab_size``; the
-    model then keeps ``vocab_size`` rows, the ones past the tokenizer's never used."""
-    from albert_jax.tokenization import load_tokenizer as load_dir
-    from albert_jax.tokenization import pretraining_ids
-
-    where = data_config.tokenizer_dir
-    tok = load_dir(where, strict=False)
-    pretraining_ids(tok)
-    want = int(data_config.vocab_size)
-    soft = not data_config.get("hard_vocab_limit", True)
-    if tok.vocab_size != want and not (soft and tok.vocab_size < want):
-        raise DataConfigError(
-            f"tokenizer at {where} has {tok.vocab_size} pieces but data.vocab_size={want}: "
-            f"set --config.data.vocab_size={tok.vocab_size}"
-        )
-    if model_vocab_size is not None and not soft:
-        tok.check_vocab_size(model_vocab_size)
-    return tok
 
 
 def check_config(data_config, process_count: int = 1) -> int:
@@ -165,7 +113,7 @@ class ExampleSpec:
 
     @classmethod
     def from_config(cls, d, tokenizer=None) -> ExampleSpec:
-        from albert_jax.tokenization import pretraining_ids
+        from albert_jax.text.tokenization import pretraining_ids
 
         ids = pretraining_ids(tokenizer) if tokenizer is not None else {}
         return cls(

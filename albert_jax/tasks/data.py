@@ -18,7 +18,7 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
-from albert_jax.tokenization import SPIECE_UNDERLINE, SentencePieceTokenizer
+from albert_jax.text.tokenization import SPIECE_UNDERLINE, SentencePieceTokenizer
 
 IGNORE = -1  # label / word id of positions that carry no word label (loss and metrics skip them)
 _FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}

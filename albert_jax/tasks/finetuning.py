@@ -1,7 +1,7 @@
 """Fine-tuning tasks for the one trainer: sequence classification, regression, token tagging
 (extractive QA: `albert_jax.tasks.qa`; multiple choice: `albert_jax.tasks.choice`).
 
-`FinetuneData` reads the starting checkpoint (anything `albert_jax.convert` reads, or a
+`FinetuneData` reads the starting checkpoint (anything `albert_jax.checkpoints.source` reads, or a
 pretraining workdir), applies `unshare`, picks the tokenizer and featurizes every split once;
 `ClassificationTask` / `TaggingTask` (the `albert_jax.train.trainer.Task` interface) add the
 head, the loss, the evaluation over whole splits (last batch padded and masked, metrics from the
@@ -23,13 +23,14 @@ import jax.numpy as jnp
 import numpy as np
 from etils import epath
 
-from albert_jax import paths, sharing
-from albert_jax.optim import check_optim_config, path_matcher, regex_list
+from albert_jax import paths
+from albert_jax.model import sharing
 from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
 from albert_jax.train import lock
 from albert_jax.train.faults import crash_point
 from albert_jax.train.metrics import forward_flops_per_sequence
+from albert_jax.train.optim import check_optim_config, path_matcher, regex_list
 
 # Task types that live in a module of their own. Such a module provides `read(path, t)` ->
 # (examples, counts), `featurize(examples, data, t)` -> (features, stats), `head(data, t)` -> the
@@ -71,7 +72,7 @@ def load_init(init: str, unshare: str = "", *, tokenizer: str = "", model_from: 
     `init='none'` (the random-init control) no weights are read: the Source has the shape of
     `model_from` (`random_init_source`), the tokenizer at `tokenizer` and no parameters, so the
     trainer keeps every leaf of the model's own initialization, as `fresh_params='.*'` does."""
-    from albert_jax.convert import load_source
+    from albert_jax.checkpoints.source import load_source
 
     if not init:
         raise FinetuneError(
@@ -101,8 +102,14 @@ def random_init_source(tokenizer: str, model_from: str):
     """(Source without parameters, notes) for `init='none'`: the model config of `model_from`
     (a checkpoint, pretraining workdir, config.json or preset: `convert.read_config`) with the
     vocabulary of the tokenizer directory `tokenizer`."""
-    from albert_jax import presets
-    from albert_jax.convert import ConversionError, Source, describe, read_config, read_tokenizer
+    from albert_jax.checkpoints.source import (
+        ConversionError,
+        Source,
+        describe,
+        read_config,
+        read_tokenizer,
+    )
+    from albert_jax.model import presets
 
     if not tokenizer:
         raise FinetuneError(
@@ -194,7 +201,7 @@ class FinetuneData:
             self.stats["train"]["skipped"] = skipped
 
     def _tokenizer(self, config):
-        from albert_jax.convert import read_tokenizer
+        from albert_jax.checkpoints.source import read_tokenizer
 
         where = config.get("tokenizer", "")
         tok = read_tokenizer(where) if where else self.source.tokenizer
@@ -310,7 +317,7 @@ class FinetuneTask:
     final_splits = ("dev", "test")
 
     def __init__(self, config, data: FinetuneData, workdir: str | None = None):
-        from albert_jax.heads import build_model
+        from albert_jax.model.heads import build_model
 
         self.config, self.data = config, data
         self.model_config = data.model_config
@@ -373,7 +380,7 @@ class FinetuneTask:
         return 3.0 * forward_flops_per_sequence(self.model_config, self.seq_length, 0)
 
     def save_model(self, path, params, info):
-        from albert_jax import checkpoint
+        from albert_jax.checkpoints import checkpoint
 
         checkpoint.save(
             path, self.model_config, params, tokenizer=self.data.tokenizer, info=info,
@@ -808,7 +815,7 @@ def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_s
     labels, else {}."""
     import ml_collections
 
-    from albert_jax import checkpoint
+    from albert_jax.checkpoints import checkpoint
 
     head = checkpoint.load_head(checkpoint_dir)
     kinds = (

@@ -6,7 +6,7 @@ in the text, as bert4keras does; a triple whose subject or object is not in its 
 and skipped. Gold and predicted triples are sets of strings: micro precision / recall / F1 over
 a split (counts summed over texts).
 
-Model (`albert_jax.heads.AlbertForRelationExtraction`): ``[CLS] text [SEP]`` -> per token a
+Model (`albert_jax.model.heads.AlbertForRelationExtraction`): ``[CLS] text [SEP]`` -> per token a
 sigmoid start and end score for subjects; for one subject, its start and end vectors condition a
 LayerNorm of the sequence, and per token and predicate a sigmoid start and end score for its
 objects, [T, P, 2]. Binary cross-entropy on both, over the text's tokens.

@@ -1,6 +1,6 @@
 """UniLM seq2seq fine-tuning: `[CLS] source [SEP] target [SEP]` under the prefix-LM mask, the
 next-token loss on the target through the pretrained MLM head, and evaluation by generating
-(greedy or beam search with a key/value cache, `albert_jax.decoding`) and scoring the texts.
+(greedy or beam search with a key/value cache, `albert_jax.model.decoding`) and scoring the texts.
 
 Data: JSONL `{source, target}` (`albert_jax.tasks.textgen`). Every source is cut to leave room
 for `max_target_length` pieces, so the rows trained on and the rows generated from are the same.
@@ -15,7 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from albert_jax import decoding, paths
+from albert_jax import paths
+from albert_jax.model import decoding
 from albert_jax.tasks import metrics as M
 from albert_jax.tasks import textgen
 from albert_jax.tasks.data import _special_ids

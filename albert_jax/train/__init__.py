@@ -1,1 +1,3 @@
-"""The trainer (one for pretraining and fine-tuning), its checkpoints and metrics."""
+"""Training: one trainer for pretraining and fine-tuning (`trainer`), optimizers (`optim`: LAMB,
+AdamW, per-path multipliers), device meshes (`partitioning`), metrics and logging (`metrics`), the
+pretraining objectives (`pretraining`), the workdir lock and crash points for fault tests."""

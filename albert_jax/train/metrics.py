@@ -18,7 +18,7 @@ from tensorboardX import SummaryWriter
 from tqdm import tqdm
 
 from albert_jax import paths
-from albert_jax.config import AlbertConfig
+from albert_jax.model.config import AlbertConfig
 
 
 def encoder_flops_per_token(c: AlbertConfig, seq_len: int) -> float:

@@ -1,9 +1,9 @@
 """The pretraining tasks: MLM + SOP / NSP, MLM alone, and ELECTRA, on the one grain pipeline.
 
 `config.objective` picks the task (`make_task`): 'mlm+sop' (the reference), 'mlm+nsp' (the
-pairs of `data.mode='nsp'`), 'mlm' (no sentence head) or 'electra' (`albert_jax.electra`: the
+pairs of `data.mode='nsp'`), 'mlm' (no sentence head) or 'electra' (`albert_jax.model.electra`: the
 masked batch feeds a generator whose samples a discriminator detects; `config.electra` sizes
-it). Losses are `albert_jax.losses` (as run_pretraining.py) with the whole global batch's
+it). Losses are `albert_jax.model.losses` (as run_pretraining.py) with the whole global batch's
 denominators, so gradient accumulation reproduces the full batch.
 """
 
@@ -16,10 +16,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from albert_jax import electra, paths, presets, sharing
+from albert_jax import paths
 from albert_jax.data import pairs
-from albert_jax.losses import mlm_denominator, pretraining_loss
-from albert_jax.model import AlbertForPreTraining
+from albert_jax.model import electra, presets, sharing
+from albert_jax.model.albert import AlbertForPreTraining
+from albert_jax.model.losses import mlm_denominator, pretraining_loss
 from albert_jax.train.metrics import train_flops_per_sequence
 
 OBJECTIVES = ("mlm+sop", "mlm+nsp", "mlm", "electra")
@@ -63,12 +64,6 @@ def make_task(config, data_config, pretrained=None):
     return PretrainingTask(config, data_config, pretrained=pretrained)
 
 
-def model_config_from(config):
-    """The AlbertConfig named by `config.model`: a preset plus field overrides."""
-    overrides = {k: v for k, v in config.model.items() if k not in ("preset", "layout")}
-    return presets.get(config.model.preset, layout=config.model.get("layout", None), **overrides)
-
-
 class PretrainingTask:
     """`albert_jax.train.trainer.Task` for MLM + SOP/NSP (or MLM-only) pretraining."""
 
@@ -82,7 +77,7 @@ class PretrainingTask:
             with data_config.unlocked():
                 data_config.mode = "nsp"
         self.data = data_config
-        self.model_config = model_config or model_config_from(config)
+        self.model_config = model_config or presets.from_run_config(config)
         self.pretrained = pretrained
         if pretrained is not None:
             self.init_source = pretrained.location
@@ -270,7 +265,7 @@ def _gather_host(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 class ElectraTask(PretrainingTask):
-    """ELECTRA replaced-token detection (`albert_jax.electra`) on the same masked batches: the
+    """ELECTRA replaced-token detection (`albert_jax.model.electra`) on the same masked batches: the
     train state holds generator and discriminator; `write_model` keeps the discriminator."""
 
     def __init__(self, config, data_config, model_config=None, pretrained=None):
@@ -358,8 +353,8 @@ def write_model(workdir: str, total_steps: int) -> str | None:
     """WORKDIR/model from the newest train-state checkpoint, if the run got to `total_steps` (a
     preempted run is resumed later and writes it then); returns its path. The parameters come
     from disk, so nothing sharded is gathered and only this process takes part."""
-    from albert_jax import checkpoint
-    from albert_jax.convert import load_workdir, workdir_steps
+    from albert_jax.checkpoints import checkpoint
+    from albert_jax.checkpoints.source import load_workdir, workdir_steps
 
     steps = workdir_steps(workdir)
     if not steps or steps[-1] < total_steps:

@@ -21,7 +21,7 @@ results.json and summary.json then say `"init": "none", "random_init": true`.
 import ml_collections
 from ml_collections import config_dict
 
-from albert_jax.optim import default_optim_config
+from albert_jax.train.optim import default_optim_config
 from configs.pretrain.common import trainer_defaults
 
 

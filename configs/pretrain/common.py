@@ -9,8 +9,8 @@ import os
 
 import ml_collections
 
-from albert_jax.config import AlbertConfig
-from albert_jax.optim import default_optim_config
+from albert_jax.model.config import AlbertConfig
+from albert_jax.train.optim import default_optim_config
 
 
 def peoples_daily_path() -> str:
@@ -76,7 +76,7 @@ EXECUTION_FIELDS = ("dtype", "scan_layers", "remat")
 
 
 def model_section(preset: str, **fields) -> ml_collections.ConfigDict:
-    """`config.model`: a preset plus field overrides (`pretraining.model_config_from`)."""
+    """`config.model`: a preset plus field overrides (`presets.from_run_config`)."""
     defaults = {f.name: f.default for f in dataclasses.fields(AlbertConfig)}
     return ml_collections.ConfigDict(
         {"preset": preset, **{k: defaults[k] for k in EXECUTION_FIELDS}, **fields}
@@ -102,7 +102,7 @@ def trainer_defaults() -> ml_collections.ConfigDict:
     c.train_flops = 0.0  # > 0: total_steps from this training-FLOPs budget (equal-compute runs)
     c.grad_accum_steps = 1  # micro-batches per step (the global batch is split into them)
     c.mesh_shape = (-1, 1, 1)  # ('data', 'fsdp', 'tensor'); -1 takes the remaining devices
-    c.logical_rules = ()  # () = albert_jax.partitioning.DEFAULT_RULES
+    c.logical_rules = ()  # () = albert_jax.train.partitioning.DEFAULT_RULES
     c.optim = default_optim_config()
     c.log_every = 100
     c.checkpoint_every = 1000

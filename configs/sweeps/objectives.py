@@ -13,7 +13,7 @@ weights: what pretraining adds), about a minute a seed here; the report gives We
 objective's test accuracy against it.
 """
 
-from albert_jax.sweep import Sweep
+from albert_jax.experiments.sweep import Sweep
 
 PAPER = """ELECTRA (Clark et al. 2020, Table 1 / Fig. 3): at equal pretraining compute
 replaced-token detection beats MLM on GLUE (ELECTRA-Small 79.9 vs BERT-Small 75.1 GLUE dev),

@@ -11,7 +11,7 @@ test accuracy as mean ± std over the seeds and the dev accuracy after the first
 in `runs/quickstart/plots/`.
 """
 
-from albert_jax.sweep import Sweep
+from albert_jax.experiments.sweep import Sweep
 from configs.sweeps.unshare_finetune import PAPER
 
 

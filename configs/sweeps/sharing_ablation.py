@@ -13,7 +13,7 @@ weights: what pretraining adds), about a minute each here. With one seed the rep
 p-value: `--set seeds=0,1,2` (three times the fine-tuning time) for Welch's test against it.
 """
 
-from albert_jax.sweep import Sweep
+from albert_jax.experiments.sweep import Sweep
 
 PAPER = """ALBERT-base, average of SQuAD1.1/2.0, MNLI, SST-2, RACE (params):
 

@@ -5,7 +5,7 @@ few steps each, two seeds. tests/test_sweep.py runs it as shipped (slow).
   python -m pretrain.sweep --config configs/sweeps/tiny.py --workdir runs/sw_tiny
 """
 
-from albert_jax.sweep import Sweep
+from albert_jax.experiments.sweep import Sweep
 
 
 def get_sweep() -> Sweep:

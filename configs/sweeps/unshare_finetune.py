@@ -13,7 +13,7 @@ drop pretraining and fine-tune a released checkpoint directly with `python -m fi
 --config.init=PATH` (one command per task and layout, see README).
 """
 
-from albert_jax.sweep import Sweep
+from albert_jax.experiments.sweep import Sweep
 
 PAPER = """Published (Chinese ALBERT small/tiny, 3 seeds, no variance reported): unshared matched or
 beat shared on IFLYTEK, relation extraction and seq2seq reading comprehension (+0.2 to +2.7

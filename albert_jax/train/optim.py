@@ -312,7 +312,7 @@ def default_optim_config() -> ml_collections.ConfigDict:
 def stacked_patterns(model_config) -> PathPredicate:
     """The leaves with a leading layer/group axis under `model_config`'s layout (read from the
     model's 'layers' logical axis, `sharing.stacked_paths`)."""
-    from albert_jax.sharing import stacked_paths
+    from albert_jax.model.sharing import stacked_paths
 
     paths = stacked_paths(model_config)
     return lambda path: path in paths
@@ -325,7 +325,7 @@ def layer_depths(model_config) -> Callable[[str], Any]:
     every depth at once, so the decay is refused for it."""
     import numpy as np
 
-    from albert_jax.sharing import stacked_paths
+    from albert_jax.model.sharing import stacked_paths
 
     c, L = model_config, model_config.num_layers
     shared = [

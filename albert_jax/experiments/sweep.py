@@ -20,7 +20,7 @@ the first interval of each start, compilation included) in its own directory:
     DIR/finetune/TASK/POINT           a fine-tuning workdir (summary.json over the seeds)
     DIR/finetune/TASK/...,init=none   with `random_init`: the same task from random weights of
                                       the pretrained model's shape (the control)
-    DIR/results.csv, results.md, plots/   (albert_jax.sweep_report)
+    DIR/results.csv, results.md, plots/   (albert_jax.experiments.sweep_report)
 
 A step whose model or summary is on disk is done and skipped; an interrupted one resumes.
 """

@@ -16,7 +16,7 @@ import grain
 import jax
 import orbax.checkpoint as ocp
 
-from albert_jax.checkpoint import CheckpointError, short_error
+from albert_jax.checkpoints.checkpoint import CheckpointError, short_error
 
 
 class Checkpointer:

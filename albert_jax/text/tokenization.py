@@ -327,10 +327,10 @@ def train_sentencepiece(
 # ---- tokenizer assets: our checkpoints, transformers and Google release directories ----
 def load_tokenizer(path: str | os.PathLike, *, strict: bool = True, **kwargs):
     """The tokenizer stored in a directory: ``spiece.model`` (SentencePiece) or ``vocab.txt``
-    (WordPiece, see ``albert_jax.wordpiece``), with its ``tokenizer.json`` settings. With
+    (WordPiece, see ``albert_jax.text.wordpiece``), with its ``tokenizer.json`` settings. With
     ``strict=False`` a SentencePiece model need not have ALBERT's special ids (pretraining reads
     them from the model: ``pretraining_ids``)."""
-    from albert_jax.wordpiece import VOCAB_FILE, WordPieceTokenizer
+    from albert_jax.text.wordpiece import VOCAB_FILE, WordPieceTokenizer
 
     path = os.fspath(path)
     if epath.Path(path, MODEL_FILE).exists():
@@ -366,7 +366,7 @@ def read_tokenizer(
     WordPiece ``vocab.txt``, or a directory (ours, transformers' or a Google release). For a bare
     file the casing is ``lower_case`` (and a SentencePiece model encodes in ``mode``); a
     directory's own settings win."""
-    from albert_jax.wordpiece import WordPieceTokenizer
+    from albert_jax.text.wordpiece import WordPieceTokenizer
 
     path = os.fspath(path)
     if epath.Path(path).is_dir():
@@ -411,7 +411,7 @@ def find_tokenizer(path: str | os.PathLike):
     cased) or ``vocab_chinese.txt`` / ``vocab.txt`` (Chinese, lower-cased). The SentencePiece
     special ids are not enforced here: the caller reports them.
     """
-    from albert_jax.wordpiece import WordPieceTokenizer
+    from albert_jax.text.wordpiece import WordPieceTokenizer
 
     path = os.fspath(path)
     settings = {}
@@ -445,7 +445,7 @@ def save_hf_tokenizer(tokenizer, out_dir: str | os.PathLike) -> None:
             "remove_space": True,
         }
     else:
-        from albert_jax.wordpiece import VOCAB_FILE
+        from albert_jax.text.wordpiece import VOCAB_FILE
 
         with open(os.path.join(out_dir, VOCAB_FILE), "w", encoding="utf-8") as f:
             f.write("".join(p + "\n" for p in tokenizer.pieces))

@@ -6,7 +6,7 @@ none, groups:G), e.g. `get('albert-base', embedding_size=768, layout='attention'
 
 from __future__ import annotations
 
-from albert_jax.config import AlbertConfig
+from albert_jax.model.config import AlbertConfig
 
 
 def _albert(hidden, layers, heads, dropout, **kw) -> AlbertConfig:
@@ -52,3 +52,10 @@ def get(name: str, layout: str | None = None, **overrides) -> AlbertConfig:
     layout = layout or (None if explicit_groups else _LAYOUTS.get(name))
     config = _PRESETS[name].replace(**overrides)
     return config.with_layout(layout) if layout is not None else config
+
+
+def from_run_config(config) -> AlbertConfig:
+    """The AlbertConfig named by a run config's `model` section: a preset plus field overrides
+    (what `configs/pretrain/common.py` writes and a pretraining workdir's config.json keeps)."""
+    overrides = {k: v for k, v in config.model.items() if k not in ("preset", "layout")}
+    return get(config.model.preset, layout=config.model.get("layout", None), **overrides)

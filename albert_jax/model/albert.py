@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
-from albert_jax.config import AlbertConfig
+from albert_jax.model.config import AlbertConfig
 
 ACTIVATIONS = {
     "gelu_new": functools.partial(jax.nn.gelu, approximate=True),
@@ -389,7 +389,7 @@ class AlbertOutput:
     pooled_output: jax.Array
     mlm_logits: jax.Array | None = None
     sop_logits: jax.Array | None = None
-    logits: jax.Array | None = None  # fine-tuning heads (albert_jax.heads)
+    logits: jax.Array | None = None  # fine-tuning heads (albert_jax.model.heads)
     # L + 1 entries: the (projected) embedding output, then the output of every layer application.
     hidden_states: tuple[jax.Array, ...] | None = None
 

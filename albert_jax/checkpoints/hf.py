@@ -6,7 +6,7 @@ transformers picks layer i's group with `int(i / (L / G))` (a float formula that
 `(i*G)//L` for some (L, G)); the import re-lays such sources (`common.layout_from_layer_groups`)
 and the export falls back to one group per layer, so outputs never change.
 
-Heads (`albert_jax.heads`): no head is `AlbertForPreTraining`; a `sequence_classification` /
+Heads (`albert_jax.model.heads`): no head is `AlbertForPreTraining`; a `sequence_classification` /
 `token_classification` head is `AlbertForSequenceClassification` / `AlbertForTokenClassification`
 (`classifier.weight` [N, H], `classifier.bias`, no `predictions.*` or `sop_classifier.*`), with
 `id2label`/`label2id` from the head's labels, `classifier_dropout_prob`, and `problem_type:
@@ -28,9 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from albert_jax.config import AlbertConfig
-from albert_jax.convert.common import check_and_build, flatten, is_stacked, layout_from_layer_groups
-from albert_jax.convert.errors import ConversionError
+from albert_jax.checkpoints.common import (
+    check_and_build,
+    flatten,
+    is_stacked,
+    layout_from_layer_groups,
+)
+from albert_jax.checkpoints.errors import ConversionError
+from albert_jax.model.config import AlbertConfig
 
 _LAYER = "albert.encoder.albert_layer_groups.{g}.albert_layers.0."
 HF_NAMES = {  # our path -> (HF name, transposed)
@@ -468,7 +473,7 @@ def write_hf(
     directory: the caller makes it atomic). Returns the notes."""
     from safetensors.numpy import save_file
 
-    from albert_jax.tokenization import save_hf_tokenizer
+    from albert_jax.text.tokenization import save_hf_tokenizer
 
     hf_config, tensors, notes = hf_tensors(config, params, head)
     with open(os.path.join(out_dir, "config.json"), "w") as f:

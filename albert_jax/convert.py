@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from albert_jax import cli
-from albert_jax.convert import convert
+from albert_jax.checkpoints.source import convert
 
 
 def main(argv=None) -> int:

@@ -8,10 +8,11 @@
       params/           orbax StandardCheckpointer directory with the parameter tree
       tokenizer/        optional: spiece.model or vocab.txt, plus tokenizer.json settings
 
-`head` is the fine-tuning head dict of `albert_jax.heads` (`{"type": "sequence_classification",
-"num_labels": 3, ...}`, stored as JSON), or null for a pretraining / backbone checkpoint; files
-written before heads existed have no `head` key and read as null. The parameter tree is exactly
-`heads.param_shapes(config, head)`: with null, the backbone plus optionally the pretraining heads
+`head` is the fine-tuning head dict of `albert_jax.model.heads` (`{"type":
+"sequence_classification", "num_labels": 3, ...}`, stored as JSON), or null for a pretraining /
+backbone checkpoint; files written before heads existed have no `head` key and read as null. The
+parameter tree is exactly `heads.param_shapes(config, head)`: with null, the backbone plus
+optionally the pretraining heads
 `mlm` and `sop`; with a classification head, the backbone plus `classifier` and nothing else (a
 fine-tuned model has no use for `mlm`/`sop`, and no export format has a place for them).
 
@@ -41,7 +42,7 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
-from albert_jax.config import AlbertConfig
+from albert_jax.model.config import AlbertConfig
 
 FORMAT, VERSION = "albert_jax", 1
 CONFIG_FILE, META_FILE, PARAMS_DIR, TOKENIZER_DIR = (
@@ -150,7 +151,7 @@ def normalize_head(head: Any, where: str = "head") -> dict[str, Any] | None:
         head = json.loads(json.dumps(head))
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{where}: the head dict is not JSON-serializable: {e}") from e
-    from albert_jax.heads import MODELS
+    from albert_jax.model.heads import MODELS
 
     kind, n = head.get("type"), head.get("num_labels")
     if kind not in MODELS:
@@ -189,7 +190,7 @@ def save(
     def write(tmp: str) -> None:
         import orbax.checkpoint as ocp
 
-        from albert_jax.tokenization import save_tokenizer
+        from albert_jax.text.tokenization import save_tokenizer
 
         with ocp.StandardCheckpointer(multiprocessing_options=_this_process_only()) as ckptr:
             ckptr.save(paths.join(tmp, PARAMS_DIR), host)
@@ -267,7 +268,7 @@ def load(path: str | os.PathLike) -> tuple[AlbertConfig, dict[str, Any]]:
 
 def load_tokenizer(path: str | os.PathLike):
     """The checkpoint's tokenizer, or None if it was saved without one."""
-    from albert_jax.tokenization import load_tokenizer as load_dir
+    from albert_jax.text.tokenization import load_tokenizer as load_dir
 
     if read_meta(path).get("tokenizer") is None:
         return None
@@ -286,7 +287,7 @@ def check_tree(
 ) -> None:
     """Every parameter the config and head imply is present with its shape; nothing else is.
     `shapes`: a nested dict of shape tuples. Without a head, `mlm` and `sop` may be absent."""
-    from albert_jax.convert.common import expected_shapes, flatten
+    from albert_jax.checkpoints.common import expected_shapes, flatten
 
     got = flatten(shapes) if isinstance(shapes, dict) else {}
     want = expected_shapes(config, head)

@@ -16,7 +16,7 @@ import struct
 
 import numpy as np
 
-from albert_jax.convert.errors import ConversionError
+from albert_jax.checkpoints.errors import ConversionError
 
 _MAGIC = 0xDB4775248B80FB57
 # TF DataType enum -> NumPy dtype (the types a model checkpoint holds).

@@ -22,12 +22,22 @@ import logging
 import os
 from typing import Any
 
+import jax
+import ml_collections
+import numpy as np
+import orbax.checkpoint as ocp
 from etils import epath
 
 from albert_jax import paths
-from albert_jax.checkpoint import short_error
-from albert_jax.config import AlbertConfig
-from albert_jax.convert.errors import ConversionError
+from albert_jax.checkpoints import checkpoint, hf, tf
+from albert_jax.checkpoints.checkpoint import short_error
+from albert_jax.checkpoints.errors import ConversionError
+from albert_jax.data.pipeline import DataConfigError, load_tokenizer, resolve_paths
+from albert_jax.model import presets, sharing
+from albert_jax.model.config import AlbertConfig
+from albert_jax.text import tokenization
+from albert_jax.text.tokenization import TokenizerError, find_tokenizer
+from albert_jax.text.wordpiece import VOCAB_FILE
 
 __all__ = [
     "ConversionError",
@@ -53,15 +63,13 @@ class Source:
     format: str = ""
     location: str = ""
     notes: list[str] = dataclasses.field(default_factory=list)
-    head: dict[str, Any] | None = None  # albert_jax.heads dict; None: pretraining / backbone
+    head: dict[str, Any] | None = None  # albert_jax.model.heads dict; None: pretraining / backbone
     step: int | None = None  # workdir sources: the training step the parameters are from
 
 
 def detect(src: str) -> str:
     """'albert_jax', 'hf', 'workdir' or 'tf' for SRC, or a ConversionError saying what was
     looked for."""
-    from albert_jax import checkpoint
-    from albert_jax.convert import hf, tf
 
     if not epath.Path(src).exists() and not epath.Path(src + ".index").exists():
         raise ConversionError(f"{src}: no such file or directory")
@@ -84,9 +92,6 @@ def detect(src: str) -> str:
 
 
 def load_source(src: str, config_path: str | None = None) -> Source:
-    from albert_jax import checkpoint
-    from albert_jax.convert import hf, tf
-    from albert_jax.tokenization import TokenizerError, find_tokenizer
 
     src = os.fspath(src)
     fmt = detect(src)
@@ -134,12 +139,10 @@ def load_source(src: str, config_path: str | None = None) -> Source:
 
 
 def read_config(src: str) -> AlbertConfig:
-    """The model config (shape and layout) of SRC: a preset name (`albert_jax.presets`), a
+    """The model config (shape and layout) of SRC: a preset name (`albert_jax.model.presets`), a
     config.json of ours, or anything `load_source` reads. Our checkpoints and pretraining workdirs
     keep the config apart and are read without their weights; a transformers or TF1 source is read
     whole (its group layout is worked out from the weights' names)."""
-    from albert_jax import checkpoint, presets
-    from albert_jax.train.pretraining import model_config_from
 
     src = os.fspath(src)
     if src in presets.NAMES:
@@ -157,7 +160,7 @@ def read_config(src: str) -> AlbertConfig:
             raise ConversionError(str(e)) from e
     if fmt == "workdir" and _split_step(src) is None:
         try:
-            return model_config_from(_read_run_config(paths.resolve(src)))
+            return presets.from_run_config(_read_run_config(paths.resolve(src)))
         except (ValueError, KeyError, TypeError) as e:
             raise ConversionError(f"{src}/config.json: bad model section: {e}") from e
     return load_source(src).config
@@ -168,8 +171,6 @@ def read_tokenizer(src: str):
     tokenizer.json: our checkpoints' `tokenizer/`, a pretraining run's `data/tokenizer`), our
     checkpoint, a pretraining workdir (its corpus tokenizer) or a transformers / Google directory.
     None when SRC holds none."""
-    from albert_jax import checkpoint, tokenization
-    from albert_jax.wordpiece import VOCAB_FILE
 
     src = os.fspath(src)
     if not epath.Path(src).is_dir():
@@ -182,8 +183,6 @@ def read_tokenizer(src: str):
         except checkpoint.CheckpointError as e:
             raise ConversionError(str(e)) from e
     if is_workdir(src):
-        from albert_jax.data.pipeline import resolve_paths
-
         run = _read_run_config(src)
         if "data" not in run:
             return None
@@ -201,7 +200,6 @@ def _read_run_config(workdir: str):
         return None
     if not (isinstance(d, dict) and isinstance(d.get("model"), dict) and "preset" in d["model"]):
         return None
-    import ml_collections
 
     return ml_collections.ConfigDict(d)
 
@@ -241,11 +239,6 @@ def _restore_params(
     top-level entries `keep`, if given). A partial restore reads the parameters only (not the
     optimizer moments, twice their size), needs no device layout (a run on a pod converts on a
     laptop) and involves this process alone."""
-    import jax
-    import numpy as np
-    import orbax.checkpoint as ocp
-
-    from albert_jax import checkpoint, sharing
 
     me = jax.process_index()
     solo = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
@@ -285,16 +278,13 @@ def _is_layer_list(x) -> bool:
 def load_workdir(workdir: str, step: int | None = None) -> Source:
     """Config, parameters and corpus tokenizer of a pretraining workdir: from `step`, or from the
     newest readable step (an unreadable one is skipped with a warning, as the trainer does)."""
-    from albert_jax.data.pipeline import DataConfigError, load_tokenizer, resolve_paths
-    from albert_jax.tokenization import TokenizerError
-    from albert_jax.train.pretraining import model_config_from
 
     workdir = paths.resolve(workdir)
     run = _read_run_config(workdir)
     if run is None:
         raise ConversionError(f"{workdir}: not a pretraining workdir (config.json with a model)")
     try:
-        config = model_config_from(run)
+        config = presets.from_run_config(run)
     except (ValueError, KeyError, TypeError) as e:
         raise ConversionError(f"{workdir}/config.json: bad model section: {e}") from e
     steps = workdir_steps(workdir)
@@ -357,10 +347,6 @@ def convert(
     config_path: str | None = None,
 ) -> list[str]:
     """Reads SRC, optionally unshares it, writes OUT (our format or 'hf'); returns report lines."""
-    import numpy as np
-
-    from albert_jax import checkpoint, sharing
-    from albert_jax.convert import hf
 
     if to not in ("albert_jax", "hf"):
         raise ConversionError(f"unknown output format {to!r} (albert_jax or hf)")

@@ -20,8 +20,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from albert_jax.config import AlbertConfig
-from albert_jax.model import (
+from albert_jax.model.albert import (
     AlbertForPreTraining,
     AlbertModel,
     AlbertOutput,
@@ -31,6 +30,7 @@ from albert_jax.model import (
     grouped_param,
     normalize,
 )
+from albert_jax.model.config import AlbertConfig
 
 
 class _ClassifierHead(AlbertModel):
@@ -116,7 +116,7 @@ class AlbertForSeq2Seq(AlbertModel):
     """UniLM seq2seq on the bidirectional encoder: `[CLS] source [SEP] target [SEP]` under the
     prefix-LM mask, logits [B, T, V] for the next token through the pretraining MLM head (tied to
     the word table; it keeps its path `mlm/`, so a pretrained one is loaded, not started fresh).
-    `decode_step` runs new tokens against a key/value cache (`albert_jax.decoding`)."""
+    `decode_step` runs new tokens against a key/value cache (`albert_jax.model.decoding`)."""
 
     num_labels: int = 1  # unused: the vocabulary is the output
     classifier_dropout: float = 0.0
@@ -286,7 +286,7 @@ def build_model(config: AlbertConfig, head: dict[str, Any] | None = None) -> nn.
 
 def param_shapes(config: AlbertConfig, head: dict[str, Any] | None = None) -> dict[str, Any]:
     """The parameter tree of `build_model(config, head)` as ShapeDtypeStructs (nothing computed)."""
-    from albert_jax.model import init_params
+    from albert_jax.model.albert import init_params
 
     model = build_model(config, head)
     return jax.eval_shape(lambda: init_params(model, jax.random.PRNGKey(0), seq_len=1))

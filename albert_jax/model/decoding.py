@@ -1,5 +1,5 @@
-"""Generation with the UniLM seq2seq head (`albert_jax.heads.AlbertForSeq2Seq`): greedy and beam
-search, with a key/value cache or, as the reference the cache is checked and timed against, by
+"""Generation with the UniLM seq2seq head (`albert_jax.model.heads.AlbertForSeq2Seq`): greedy and
+beam search, with a key/value cache or, as the reference the cache is checked and timed against, by
 recomputing the whole sequence at every step.
 
 Slots: the padded source `[CLS] source [SEP]` fills slots 0..S-1 (its padding is never attended

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from albert_jax.config import AlbertConfig
-from albert_jax.convert.common import check_and_build, layout_from_layer_groups
-from albert_jax.convert.errors import ConversionError
-from albert_jax.convert.tf_checkpoint import TFCheckpoint
+from albert_jax.checkpoints.common import check_and_build, layout_from_layer_groups
+from albert_jax.checkpoints.errors import ConversionError
+from albert_jax.checkpoints.tf_checkpoint import TFCheckpoint
+from albert_jax.model.config import AlbertConfig
 
 _T = "bert/encoder/transformer/group_{g}/inner_group_0/"
 TF_NAMES = {  # our path -> GA variable name
