@@ -165,7 +165,7 @@ def prepare_inference(args, layout, dtype, scan) -> dict:
     def step(p, x):
         return p, compiled(p, x)
 
-    from albert_jax.train.metrics import encoder_flops_per_token
+    from albert_jax.model.flops import encoder_flops_per_token
 
     flops = args.batch * args.seq * encoder_flops_per_token(config, args.seq)
     return dict(

@@ -9,7 +9,7 @@ import argparse
 import json
 import os
 
-from albert_jax.tasks import datasets
+from albert_jax.experiments import datasets
 
 
 def main(argv: list[str] | None = None) -> dict:

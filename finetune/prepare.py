@@ -10,7 +10,7 @@ import os
 import sys
 
 from albert_jax import cli
-from albert_jax.tasks import datasets
+from albert_jax.experiments import datasets
 
 
 def main(argv: list[str] | None = None) -> dict:

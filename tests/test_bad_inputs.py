@@ -13,8 +13,8 @@ import sys
 import ml_collections
 import pytest
 
+from albert_jax.experiments import datasets
 from albert_jax.tasks import data as D
-from albert_jax.tasks import datasets
 from albert_jax.tasks import finetuning as F
 from albert_jax.train import optim
 

@@ -16,9 +16,9 @@ from helpers import quick_finetune
 from test_finetune import TOKENIZER, WORDS, pretrained, tiny_config  # noqa: F401 (a fixture)
 
 from albert_jax.checkpoints import checkpoint
+from albert_jax.experiments import datasets
 from albert_jax.model.albert import init_params
 from albert_jax.model.heads import build_model
-from albert_jax.tasks import datasets
 from albert_jax.tasks import finetuning as F
 from albert_jax.tasks.choice import (
     LETTERS,

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from albert_jax.tasks import datasets
+from albert_jax.experiments import datasets
 from albert_jax.tasks.data import (
     DataError,
     Example,
@@ -396,7 +396,7 @@ def test_ner_characters_from_a_corpus_line(built):
     assert first[7:15] == [("中", "B-ORG"), ("共", "I-ORG"), ("中", "I-ORG"), ("央", "I-ORG")] + [
         (c, "O") for c in "总书记、"
     ]
-    words = datasets._ner_words(datasets._tokens(CORPUS_LINE_4, "line 4"))
+    words = datasets.ner_words(datasets.tagged_tokens(CORPUS_LINE_4, "line 4"))
     sentences = [datasets._bio_chars(s) for s in datasets.split_sentences(words)]
     assert sentences == [first, second]
     # Both sentences are in the built files, under their text's split, with these tags.

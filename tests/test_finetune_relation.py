@@ -16,6 +16,7 @@ from test_finetune import TOKENIZER, pretrained  # noqa: F401 (a fixture)
 
 from albert_jax.checkpoints import checkpoint, hf
 from albert_jax.checkpoints.errors import ConversionError
+from albert_jax.experiments import extraction
 from albert_jax.model.albert import LayerNorm, init_params
 from albert_jax.model.heads import ConditionalLayerNorm, build_model
 from albert_jax.tasks import finetuning as F
@@ -263,13 +264,13 @@ def test_relation_trains_and_scores_every_text_once(pretrained, re_files, tmp_pa
 
 
 def test_peoples_daily_rules_on_tagged_sentences():
-    items = R._people(
+    items = extraction.people(
         [("美国", "ns"), ("总统", "n"), ("克林顿", "nr"), ("会见", "v"), ("国务院", "nt"),
          ("副", "b"), ("总理", "n"), ("李", "nr"), ("岚清", "nr"), ("和", "c"), ("江", "nr"),
          ("主席", "n"), ("，", "w"), ("李", "nr"), ("鹏", "nr"), ("乔", "nr"), ("石", "nr")]
     )  # fmt: skip
     assert ("李岚清", "nr") in items and ("李鹏乔石", "nr?") in items  # 4 tokens: no person
-    triples, ambiguous = R.sentence_triples(items)
+    triples, ambiguous = extraction.sentence_triples(items)
     assert [tuple(t.values()) for t in triples] == [
         ("克林顿", "职务", "总统"),
         ("克林顿", "所属地区", "美国"),
@@ -279,15 +280,15 @@ def test_peoples_daily_rules_on_tagged_sentences():
     assert ambiguous == 0
     # The title occurs earlier in the sentence: the reader would locate it there, so dropped.
     items = [("总统", "n"), ("说", "v"), ("，", "w"), ("总统", "n"), ("克林顿", "nr")]
-    assert R.sentence_triples(items) == ([], 1)
-    assert R.sentence_triples([("克林顿", "nr"), ("总统", "n")])[0] == [
+    assert extraction.sentence_triples(items) == ([], 1)
+    assert extraction.sentence_triples([("克林顿", "nr"), ("总统", "n")])[0] == [
         {"subject": "克林顿", "predicate": "职务", "object": "总统"}
     ]
 
 
 @pytest.mark.slow
 def test_relations_dataset_builds_and_reads(tmp_path):
-    from albert_jax.tasks import datasets
+    from albert_jax.experiments import datasets
 
     stats = datasets.prepare("relations", tmp_path / "re")
     assert set(stats["predicates"]) == {"职务", "所属地区", "所属机构"}

@@ -16,7 +16,7 @@ import pytest
 
 from albert_jax import AlbertConfig
 from albert_jax.model.albert import AlbertForPreTraining, init_params
-from albert_jax.train.metrics import forward_flops_per_sequence, train_flops_per_sequence
+from albert_jax.model.flops import forward_flops_per_sequence, train_flops_per_sequence
 
 B, T, P = 2, 64, 10
 CONFIG = AlbertConfig(

@@ -11,7 +11,8 @@ import os
 import numpy as np
 import pytest
 
-from albert_jax.tasks import datasets, textgen
+from albert_jax.experiments import datasets, extraction
+from albert_jax.tasks import textgen
 from albert_jax.tasks.data import IGNORE, DataError
 from albert_jax.tasks.textgen import Seq2SeqExample
 from albert_jax.text.tokenization import load_tokenizer, train_sentencepiece
@@ -327,7 +328,7 @@ PER_LOC = "人名：江泽民、克林顿；地名：北京"
 
 
 def test_entity_records_on_tagged_lines():
-    records, counts = textgen.entity_records(LINES, "t", max_chars=20, none_every=1)
+    records, counts = extraction.entity_records(LINES, "t", max_chars=20, none_every=1)
     assert records == [
         {"id": "t:1-0", "source": "江泽民在北京会见了克林顿。", "target": PER_LOC},
         {"id": "t:1-1", "source": "新华社报道。", "target": "机构：新华社"},
@@ -337,10 +338,10 @@ def test_entity_records_on_tagged_lines():
         "lines": 3, "sentences": 5, "too_long": 1, "repeated": 1, "records": 3
     }  # fmt: skip
     # Sentences without entities are kept one in none_every, by the MD5 of their text.
-    kept = datasets._md5_int("今天天气很好。") % 2 == 0
-    records, counts = textgen.entity_records(LINES, "t", max_chars=20, none_every=2)
+    kept = datasets.md5_int("今天天气很好。") % 2 == 0
+    records, counts = extraction.entity_records(LINES, "t", max_chars=20, none_every=2)
     assert len(records) == 2 + kept and counts.get("no_entity_dropped", 0) == (not kept)
-    records, _ = textgen.entity_records(LINES, "t", max_chars=23, none_every=1)
+    records, _ = extraction.entity_records(LINES, "t", max_chars=23, none_every=1)
     assert records[-1]["source"] == "一二三四五六七八九十一二三四五六七八九十北京。"
 
 
@@ -354,12 +355,12 @@ def test_entity_records_on_tagged_lines():
 )
 def test_entity_records_errors_name_the_line(line, message):
     with pytest.raises(DataError, match=message):
-        textgen.entity_records([line], "t")
+        extraction.entity_records([line], "t")
 
 
 def test_entity_labels_are_frequent_corpus_characters():
     # Any tokenizer trained on the corpus (the README's is) has pieces for them.
-    path, _ = datasets._source("tag/199801.txt")
+    path, _ = datasets.source_file("tag/199801.txt")
     with open(path, encoding="utf-8") as f:
         chars = collections.Counter(f.read())
     needed = "".join(textgen.ENTITY_LABELS.values()) + textgen.NO_ENTITY
@@ -391,7 +392,7 @@ def test_build_entities_on_the_corpus(tmp_path, capsys):
         for ex in examples:
             assert ex.source not in sources and datasets.split_of(ex.source) == split
             sources[ex.source] = split
-            assert len(ex.source) <= textgen.MAX_SOURCE_CHARS
+            assert len(ex.source) <= extraction.MAX_SOURCE_CHARS
             assert all(name in ex.source for _, name in textgen.parse_entities(ex.target))
     with open(out / "stats.json", encoding="utf-8") as f:
         assert json.load(f) == stats

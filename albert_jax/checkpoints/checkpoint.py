@@ -42,7 +42,11 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
+from albert_jax.checkpoints.common import expected_shapes, flatten
 from albert_jax.model.config import AlbertConfig
+from albert_jax.model.heads import MODELS
+from albert_jax.text.tokenization import load_tokenizer as load_dir
+from albert_jax.text.tokenization import save_tokenizer
 
 FORMAT, VERSION = "albert_jax", 1
 CONFIG_FILE, META_FILE, PARAMS_DIR, TOKENIZER_DIR = (
@@ -151,8 +155,6 @@ def normalize_head(head: Any, where: str = "head") -> dict[str, Any] | None:
         head = json.loads(json.dumps(head))
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{where}: the head dict is not JSON-serializable: {e}") from e
-    from albert_jax.model.heads import MODELS
-
     kind, n = head.get("type"), head.get("num_labels")
     if kind not in MODELS:
         raise CheckpointError(f"{where}: unknown head type {kind!r} (one of {list(MODELS)})")
@@ -189,8 +191,6 @@ def save(
 
     def write(tmp: str) -> None:
         import orbax.checkpoint as ocp
-
-        from albert_jax.text.tokenization import save_tokenizer
 
         with ocp.StandardCheckpointer(multiprocessing_options=_this_process_only()) as ckptr:
             ckptr.save(paths.join(tmp, PARAMS_DIR), host)
@@ -268,8 +268,6 @@ def load(path: str | os.PathLike) -> tuple[AlbertConfig, dict[str, Any]]:
 
 def load_tokenizer(path: str | os.PathLike):
     """The checkpoint's tokenizer, or None if it was saved without one."""
-    from albert_jax.text.tokenization import load_tokenizer as load_dir
-
     if read_meta(path).get("tokenizer") is None:
         return None
     return load_dir(paths.join(path, TOKENIZER_DIR))
@@ -287,8 +285,6 @@ def check_tree(
 ) -> None:
     """Every parameter the config and head imply is present with its shape; nothing else is.
     `shapes`: a nested dict of shape tuples. Without a head, `mlm` and `sop` may be absent."""
-    from albert_jax.checkpoints.common import expected_shapes, flatten
-
     got = flatten(shapes) if isinstance(shapes, dict) else {}
     want = expected_shapes(config, head)
     if head is None:

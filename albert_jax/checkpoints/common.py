@@ -10,6 +10,8 @@ import numpy as np
 
 from albert_jax.checkpoints.errors import ConversionError
 from albert_jax.model.config import AlbertConfig
+from albert_jax.model.heads import param_shapes
+from albert_jax.model.sharing import stacked_paths
 
 
 def expected_shapes(
@@ -17,8 +19,6 @@ def expected_shapes(
 ) -> dict[str, tuple[int, ...]]:
     """Flat 'a/b/c' path -> shape of every parameter of `heads.build_model(config, head)` (None:
     AlbertForPreTraining)."""
-    from albert_jax.model.heads import param_shapes
-
     return {k: tuple(v.shape) for k, v in flatten(param_shapes(config, head)).items()}
 
 
@@ -45,8 +45,6 @@ def unflatten(flat: dict[str, Any]) -> dict[str, Any]:
 
 def is_stacked(config: AlbertConfig, path: str) -> bool:
     """Whether the leaf has a leading layer/group axis (the model's 'layers' logical axis)."""
-    from albert_jax.model.sharing import stacked_paths
-
     return path in stacked_paths(config)
 
 

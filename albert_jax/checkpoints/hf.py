@@ -36,6 +36,7 @@ from albert_jax.checkpoints.common import (
 )
 from albert_jax.checkpoints.errors import ConversionError
 from albert_jax.model.config import AlbertConfig
+from albert_jax.text.tokenization import save_hf_tokenizer
 
 _LAYER = "albert.encoder.albert_layer_groups.{g}.albert_layers.0."
 HF_NAMES = {  # our path -> (HF name, transposed)
@@ -472,8 +473,6 @@ def write_hf(
     """Writes config.json + model.safetensors (+ tokenizer files) into `out_dir` (a new, empty
     directory: the caller makes it atomic). Returns the notes."""
     from safetensors.numpy import save_file
-
-    from albert_jax.text.tokenization import save_hf_tokenizer
 
     hf_config, tensors, notes = hf_tensors(config, params, head)
     with open(os.path.join(out_dir, "config.json"), "w") as f:

@@ -31,8 +31,16 @@ from albert_jax.data.documents import (
     read_documents,
     split_format,
 )
+from albert_jax.text.tokenization import (
+    META_FILE,
+    MODEL_FILE,
+    pretraining_ids,
+    read_tokenizer,
+    save_tokenizer,
+    train_sentencepiece,
+)
 from albert_jax.text.tokenization import load_tokenizer as load_dir
-from albert_jax.text.tokenization import pretraining_ids
+from albert_jax.text.wordpiece import VOCAB_FILE
 
 log = logging.getLogger(__name__)
 
@@ -258,15 +266,6 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
     ``data.tokenizer_model`` when that is set, else ``tokenizer`` (the one of the checkpoint at
     ``source`` that continued pretraining starts from), else one trained on the configured input.
     Returns True if it trained one. A tokenizer already there must be the one asked for."""
-    from albert_jax.text.tokenization import (
-        META_FILE,
-        MODEL_FILE,
-        read_tokenizer,
-        save_tokenizer,
-        train_sentencepiece,
-    )
-    from albert_jax.text.wordpiece import VOCAB_FILE
-
     d = data_config
     where = d.tokenizer_dir
     if paths.is_file(where):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from albert_jax.data import corpus
+
 FIX = "--config.data.single_segment=split"
 RATE_LIMIT = 0.9  # label-1 or random-document share of pairs above this: degenerate
 ONE_SENTENCE_LIMIT = 0.5  # "most documents are one sentence"
@@ -22,8 +24,6 @@ SAMPLE_DOCUMENTS = 1000
 def sentence_counts(data_config, n: int = SAMPLE_DOCUMENTS) -> list[int]:
     """Sentences per document of the built corpus's first `n` stored documents (the store keeps
     a key-hashed shuffled order, so these are a sample of the whole corpus)."""
-    from albert_jax.data import corpus
-
     source = corpus.open_source(data_config)
     count = min(n, len(source))
     return [len(source[i]["sentence_lengths"]) for i in range(count)]

@@ -20,6 +20,7 @@ import numpy as np
 from etils import epath
 
 from albert_jax.data.documents import CorpusStats, expand_inputs, log, tokenize_documents
+from albert_jax.text.tokenization import META_FILE, load_tokenizer
 
 
 def input_bytes(cfg) -> int | None:
@@ -34,8 +35,6 @@ _WORKER_TOKENIZER = None
 
 
 def _worker_init(tokenizer_dir: str) -> None:
-    from albert_jax.text.tokenization import load_tokenizer
-
     global _WORKER_TOKENIZER
     _WORKER_TOKENIZER = load_tokenizer(tokenizer_dir, strict=False)
 
@@ -167,8 +166,6 @@ class _Parts:
     tokenizer they were made with; parts made with others are discarded, never reused."""
 
     def __init__(self, cfg):
-        from albert_jax.text.tokenization import META_FILE
-
         self.dir = cfg.parts_dir
         fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
         fields = {k: v for k, v in fields.items() if k in _FINGERPRINT_FIELDS}

@@ -40,7 +40,7 @@ import numpy as np
 
 from albert_jax.data import corpus, masking, pairs
 from albert_jax.data.corpus import DataConfigError, load_tokenizer, resolve_paths  # re-exported
-from albert_jax.text.tokenization import CLS_ID, MASK_ID, PAD_ID, SEP_ID
+from albert_jax.text.tokenization import CLS_ID, MASK_ID, PAD_ID, SEP_ID, pretraining_ids
 
 _PERM_STREAM, _PAIR_STREAM, _MASK_STREAM = 0, 1, 2
 
@@ -113,8 +113,6 @@ class ExampleSpec:
 
     @classmethod
     def from_config(cls, d, tokenizer=None) -> ExampleSpec:
-        from albert_jax.text.tokenization import pretraining_ids
-
         ids = pretraining_ids(tokenizer) if tokenizer is not None else {}
         return cls(
             **{f"{k}_id": v for k, v in ids.items()},

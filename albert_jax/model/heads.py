@@ -28,6 +28,7 @@ from albert_jax.model.albert import (
     MLMHead,
     dropout,
     grouped_param,
+    init_params,
     normalize,
 )
 from albert_jax.model.config import AlbertConfig
@@ -286,7 +287,5 @@ def build_model(config: AlbertConfig, head: dict[str, Any] | None = None) -> nn.
 
 def param_shapes(config: AlbertConfig, head: dict[str, Any] | None = None) -> dict[str, Any]:
     """The parameter tree of `build_model(config, head)` as ShapeDtypeStructs (nothing computed)."""
-    from albert_jax.model.albert import init_params
-
     model = build_model(config, head)
     return jax.eval_shape(lambda: init_params(model, jax.random.PRNGKey(0), seq_len=1))

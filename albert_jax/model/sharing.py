@@ -14,6 +14,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from albert_jax.model.albert import AlbertModel
 from albert_jax.model.config import AlbertConfig
 
 SUB_BLOCKS = {"attention": "attention_groups", "ffn": "ffn_groups"}
@@ -30,8 +31,6 @@ def stacked_paths(config: AlbertConfig) -> frozenset[str]:
     from the logical axis names the model declares ('layers' first): the one source of truth
     for the optimizer's per-layer trust ratio and layer-wise learning rates."""
     import flax.linen as nn
-
-    from albert_jax.model.albert import AlbertModel
 
     ids = jax.ShapeDtypeStruct((1, 1), np.int32)
     boxed = jax.eval_shape(lambda: AlbertModel(config).init(jax.random.PRNGKey(0), ids))

@@ -22,10 +22,10 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
+from albert_jax.model.flops import forward_flops_per_sequence
 from albert_jax.tasks import metrics as M
 from albert_jax.tasks.data import DataError, _special_ids
 from albert_jax.tasks.finetuning import FinetuneTask
-from albert_jax.train.metrics import forward_flops_per_sequence
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _BLANK = re.compile(r"_+")  # RACE writes a blank as "_" or a run of them

@@ -24,13 +24,24 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
-from albert_jax.model import sharing
+from albert_jax.checkpoints import checkpoint
+from albert_jax.checkpoints.source import (
+    ConversionError,
+    Source,
+    describe,
+    load_source,
+    read_config,
+    read_tokenizer,
+)
+from albert_jax.model import presets, sharing
+from albert_jax.model.flops import forward_flops_per_sequence
+from albert_jax.model.heads import build_model
 from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
 from albert_jax.train import lock
 from albert_jax.train.faults import crash_point
-from albert_jax.train.metrics import forward_flops_per_sequence
 from albert_jax.train.optim import check_optim_config, path_matcher, regex_list
+from albert_jax.train.trainer import train
 
 # Task types that live in a module of their own. Such a module provides `read(path, t)` ->
 # (examples, counts), `featurize(examples, data, t)` -> (features, stats), `head(data, t)` -> the
@@ -72,8 +83,6 @@ def load_init(init: str, unshare: str = "", *, tokenizer: str = "", model_from: 
     `init='none'` (the random-init control) no weights are read: the Source has the shape of
     `model_from` (`random_init_source`), the tokenizer at `tokenizer` and no parameters, so the
     trainer keeps every leaf of the model's own initialization, as `fresh_params='.*'` does."""
-    from albert_jax.checkpoints.source import load_source
-
     if not init:
         raise FinetuneError(
             "config.init is empty: name the checkpoint to fine-tune (ours, a transformers "
@@ -102,15 +111,6 @@ def random_init_source(tokenizer: str, model_from: str):
     """(Source without parameters, notes) for `init='none'`: the model config of `model_from`
     (a checkpoint, pretraining workdir, config.json or preset: `convert.read_config`) with the
     vocabulary of the tokenizer directory `tokenizer`."""
-    from albert_jax.checkpoints.source import (
-        ConversionError,
-        Source,
-        describe,
-        read_config,
-        read_tokenizer,
-    )
-    from albert_jax.model import presets
-
     if not tokenizer:
         raise FinetuneError(
             "--config.init=none needs --config.tokenizer=DIR (a tokenizer directory, checkpoint "
@@ -201,8 +201,6 @@ class FinetuneData:
             self.stats["train"]["skipped"] = skipped
 
     def _tokenizer(self, config):
-        from albert_jax.checkpoints.source import read_tokenizer
-
         where = config.get("tokenizer", "")
         tok = read_tokenizer(where) if where else self.source.tokenizer
         if tok is None:
@@ -317,8 +315,6 @@ class FinetuneTask:
     final_splits = ("dev", "test")
 
     def __init__(self, config, data: FinetuneData, workdir: str | None = None):
-        from albert_jax.model.heads import build_model
-
         self.config, self.data = config, data
         self.model_config = data.model_config
         self.head = data.head(config)
@@ -380,8 +376,6 @@ class FinetuneTask:
         return 3.0 * forward_flops_per_sequence(self.model_config, self.seq_length, 0)
 
     def save_model(self, path, params, info):
-        from albert_jax.checkpoints import checkpoint
-
         checkpoint.save(
             path, self.model_config, params, tokenizer=self.data.tokenizer, info=info,
             head=self.head,
@@ -705,8 +699,6 @@ def run(config, workdir: str) -> dict[str, Any]:
 
 
 def _run(config, workdir: str) -> dict[str, Any]:
-    from albert_jax.train.trainer import train
-
     seeds = parse_seeds(config)
     data = FinetuneData(config)
     _print_data(data)
@@ -814,8 +806,6 @@ def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_s
     RACE records for multiple choice), written as JSONL. Returns the metrics when the input has
     labels, else {}."""
     import ml_collections
-
-    from albert_jax.checkpoints import checkpoint
 
     head = checkpoint.load_head(checkpoint_dir)
     kinds = (

@@ -15,9 +15,7 @@ not the raw target: the tokenizer's normalisation (lower-casing, NFKD, which tur
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import json
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -241,8 +239,6 @@ LABEL_SEP, NAME_SEP, GROUP_SEP = "：", "、", "；"
 _GROUPS = re.compile("[；;]")
 _LABEL = re.compile("[：:]")
 _NAMES = re.compile("[、，,]")
-MAX_SOURCE_CHARS = 100  # longer sentences (4% of the corpus) are skipped, not cut
-NONE_EVERY = 4  # a sentence without entities is kept when MD5(text) % NONE_EVERY == 0
 
 
 def entity_target(words: Sequence[tuple[str, str]]) -> str:
@@ -297,92 +293,3 @@ def entity_scores(predictions: Sequence[str], references: Sequence[str]) -> dict
         "entity_recall": 100.0 * recall,
         "entity_f1": 100.0 * f1,
     }
-
-
-def entity_records(
-    lines: Iterable[str],
-    name: str = "199801",
-    max_chars: int = MAX_SOURCE_CHARS,
-    none_every: int = NONE_EVERY,
-) -> tuple[list[dict], dict]:
-    """``{"id", "source", "target"}`` records, in order, of People's Daily tagged lines
-    (``word/tag`` tokens; ``name`` and the 1-based line number make the id and error location).
-
-    Each line is cut into sentences (``datasets.split_sentences``, consecutive ``nr`` joined into
-    one name as in ``ner``); a sentence becomes one record, its target ``entity_target``. Skipped,
-    and counted: sentences over ``max_chars`` characters (cut to fit, their target would name
-    entities the model never saw), repeats of an earlier sentence, and sentences without entities
-    except one in ``none_every`` (by MD5), so that ``无`` is a minority target."""
-    from albert_jax.tasks import datasets  # datasets' BUILDERS imports this module lazily
-
-    records: list[dict] = []
-    seen: set[str] = set()
-    counts = collections.Counter()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{name}:{number}"
-        if "[" in line and "]" in line.split("[", 1)[1]:
-            raise DataError(f"{where}: bracketed compound tokens are not supported")
-        counts["lines"] += 1
-        sentences = datasets.split_sentences(datasets._ner_words(datasets._tokens(line, where)))
-        for k, sentence in enumerate(sentences):
-            text = "".join(w for w, _ in sentence)
-            counts["sentences"] += 1
-            if len(text) > max_chars:
-                counts["too_long"] += 1
-                continue
-            if text in seen:
-                counts["repeated"] += 1
-                continue
-            seen.add(text)
-            target = entity_target(sentence)
-            bad = [w for w, kind in sentence if kind != "O" and re.search(r"[：:；;、，,\s]", w)]
-            if bad:
-                raise DataError(f"{where}: entity {bad[0]!r} contains a target separator")
-            if target == NO_ENTITY and datasets._md5_int(text) % none_every:
-                counts["no_entity_dropped"] += 1
-                continue
-            records.append({"id": f"{where}-{k}", "source": text, "target": target})
-    counts["records"] = len(records)
-    return records, dict(counts)
-
-
-def build_entities(out_dir: str) -> dict:
-    """Writes ``{train,dev,test}.jsonl`` (``entity_records`` of ``tag/199801.txt``) and
-    ``stats.json``. A record goes to the split of its sentence (``datasets.split_of``), the same
-    split as that sentence in the ``ner`` and ``seg`` datasets."""
-    from albert_jax.tasks import datasets
-
-    os.makedirs(out_dir, exist_ok=True)
-    rel = "tag/199801.txt"
-    path, source = datasets._source(rel)
-    with open(path, encoding="utf-8") as f:
-        records, counts = entity_records(f, "199801")
-    by_split: dict[str, list[dict]] = {s: [] for s in datasets.SPLITS}
-    for rec in records:
-        by_split[datasets.split_of(rec["source"])].append(rec)
-    split_stats = {}
-    for split, rows in by_split.items():
-        with open(os.path.join(out_dir, f"{split}.jsonl"), "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-        kinds = collections.Counter(label for r in rows for label, _ in parse_entities(r["target"]))
-        targets = sorted(len(r["target"]) for r in rows)
-        split_stats[split] = {
-            "examples": len(rows),
-            "no_entity": sum(r["target"] == NO_ENTITY for r in rows),
-            "entities": {lab: kinds[lab] for lab in ENTITY_LABELS.values()},
-            "source_chars_max": max((len(r["source"]) for r in rows), default=0),
-            "target_chars_p99": targets[int(0.99 * (len(targets) - 1))] if targets else 0,
-            "target_chars_max": targets[-1] if targets else 0,
-        }
-    stats = {
-        "dataset": "entities",
-        "sources": [source],
-        "max_source_chars": MAX_SOURCE_CHARS,
-        "none_every": NONE_EVERY,
-        **counts,
-        "splits": split_stats,
-    }
-    datasets._write_json(os.path.join(out_dir, "stats.json"), stats)
-    return stats

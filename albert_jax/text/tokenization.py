@@ -39,6 +39,9 @@ from collections.abc import Iterable, Sequence
 import sentencepiece as spm
 from etils import epath
 
+from albert_jax.text import wordpiece
+from albert_jax.text.wordpiece import WordPieceTokenizer
+
 SPIECE_UNDERLINE = "\u2581"
 PAD, UNK, CLS, SEP, MASK = "<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"
 # The ids ALBERT's data and model code assume.
@@ -330,14 +333,12 @@ def load_tokenizer(path: str | os.PathLike, *, strict: bool = True, **kwargs):
     (WordPiece, see ``albert_jax.text.wordpiece``), with its ``tokenizer.json`` settings. With
     ``strict=False`` a SentencePiece model need not have ALBERT's special ids (pretraining reads
     them from the model: ``pretraining_ids``)."""
-    from albert_jax.text.wordpiece import VOCAB_FILE, WordPieceTokenizer
-
     path = os.fspath(path)
     if epath.Path(path, MODEL_FILE).exists():
         return SentencePieceTokenizer.from_dir(path, check=strict, **kwargs)
-    if epath.Path(path, VOCAB_FILE).exists():
+    if epath.Path(path, wordpiece.VOCAB_FILE).exists():
         return WordPieceTokenizer.from_dir(path, **kwargs)
-    raise TokenizerError(f"no {MODEL_FILE} or {VOCAB_FILE} in {path!r}")
+    raise TokenizerError(f"no {MODEL_FILE} or {wordpiece.VOCAB_FILE} in {path!r}")
 
 
 def pretraining_ids(tokenizer) -> dict[str, int]:
@@ -366,8 +367,6 @@ def read_tokenizer(
     WordPiece ``vocab.txt``, or a directory (ours, transformers' or a Google release). For a bare
     file the casing is ``lower_case`` (and a SentencePiece model encodes in ``mode``); a
     directory's own settings win."""
-    from albert_jax.text.wordpiece import WordPieceTokenizer
-
     path = os.fspath(path)
     if epath.Path(path).is_dir():
         if epath.Path(path, META_FILE).exists():
@@ -411,8 +410,6 @@ def find_tokenizer(path: str | os.PathLike):
     cased) or ``vocab_chinese.txt`` / ``vocab.txt`` (Chinese, lower-cased). The SentencePiece
     special ids are not enforced here: the caller reports them.
     """
-    from albert_jax.text.wordpiece import WordPieceTokenizer
-
     path = os.fspath(path)
     settings = {}
     cfg = epath.Path(path, "tokenizer_config.json")
@@ -445,9 +442,7 @@ def save_hf_tokenizer(tokenizer, out_dir: str | os.PathLike) -> None:
             "remove_space": True,
         }
     else:
-        from albert_jax.text.wordpiece import VOCAB_FILE
-
-        with open(os.path.join(out_dir, VOCAB_FILE), "w", encoding="utf-8") as f:
+        with open(os.path.join(out_dir, wordpiece.VOCAB_FILE), "w", encoding="utf-8") as f:
             f.write("".join(p + "\n" for p in tokenizer.pieces))
         config = {"tokenizer_class": "BertTokenizer", "do_lower_case": tokenizer.lower_case}
     with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:

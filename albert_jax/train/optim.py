@@ -30,6 +30,8 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 
+from albert_jax.model.sharing import stacked_paths
+
 DEFAULT_EXCLUDE = r"LayerNorm|layer_norm|bias"
 OPTIMIZERS = ("lamb", "adamw")
 
@@ -312,8 +314,6 @@ def default_optim_config() -> ml_collections.ConfigDict:
 def stacked_patterns(model_config) -> PathPredicate:
     """The leaves with a leading layer/group axis under `model_config`'s layout (read from the
     model's 'layers' logical axis, `sharing.stacked_paths`)."""
-    from albert_jax.model.sharing import stacked_paths
-
     paths = stacked_paths(model_config)
     return lambda path: path in paths
 
@@ -324,8 +324,6 @@ def layer_depths(model_config) -> Callable[[str], Any]:
     else (pooler, heads) L + 1. Only per-layer weights have a depth: a shared block serves
     every depth at once, so the decay is refused for it."""
     import numpy as np
-
-    from albert_jax.model.sharing import stacked_paths
 
     c, L = model_config, model_config.num_layers
     shared = [

@@ -17,11 +17,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from albert_jax import paths
+from albert_jax.checkpoints import checkpoint
+from albert_jax.checkpoints.source import load_workdir, workdir_steps
 from albert_jax.data import pairs
+from albert_jax.data.pipeline import DataConfigError, make_iterator
 from albert_jax.model import electra, presets, sharing
 from albert_jax.model.albert import AlbertForPreTraining
+from albert_jax.model.flops import train_flops_per_sequence
 from albert_jax.model.losses import mlm_denominator, pretraining_loss
-from albert_jax.train.metrics import train_flops_per_sequence
 
 OBJECTIVES = ("mlm+sop", "mlm+nsp", "mlm", "electra")
 # Batch fields the evaluation's majority baselines are computed from.
@@ -122,8 +125,6 @@ class PretrainingTask:
         return pretraining_loss(self._apply(params, batch, rng), batch, norms)
 
     def _iterator(self, split, process_index, process_count, data=None, **kwargs):
-        from albert_jax.data.pipeline import make_iterator
-
         return make_iterator(
             data if data is not None else self.data,
             split,
@@ -175,8 +176,6 @@ class PretrainingTask:
         return metrics
 
     def _mean(self, run, mode) -> dict[str, float]:
-        from albert_jax.data.pipeline import DataConfigError
-
         where = (jax.process_index(), jax.process_count())
         own = mode == self.data.get("mode", "sop")
         it = self.eval_iterator(*where) if own else self.eval_iterator(*where, mode)
@@ -353,9 +352,6 @@ def write_model(workdir: str, total_steps: int) -> str | None:
     """WORKDIR/model from the newest train-state checkpoint, if the run got to `total_steps` (a
     preempted run is resumed later and writes it then); returns its path. The parameters come
     from disk, so nothing sharded is gathered and only this process takes part."""
-    from albert_jax.checkpoints import checkpoint
-    from albert_jax.checkpoints.source import load_workdir, workdir_steps
-
     steps = workdir_steps(workdir)
     if not steps or steps[-1] < total_steps:
         print(f"stopped before step {total_steps}: {workdir}/model not written", flush=True)

@@ -34,12 +34,13 @@ from etils import epath
 from jax.sharding import NamedSharding, PartitionSpec
 
 from albert_jax import paths
+from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.train_state import Checkpointer
 from albert_jax.model import sharing
 from albert_jax.train import lock, partitioning
 from albert_jax.train.faults import crash_point
 from albert_jax.train.metrics import MetricWriter, Progress, log_to_file
-from albert_jax.train.optim import make_optimizer
+from albert_jax.train.optim import make_optimizer, path_matcher
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -247,8 +248,6 @@ def load_pretrained(params, source: dict[str, np.ndarray], shardings, fresh=()) 
     report): what was loaded, what is new, what was dropped. A shape mismatch on a leaf that is
     not declared fresh is an error naming the leaf."""
     from flax import traverse_util
-
-    from albert_jax.train.optim import path_matcher
 
     is_fresh = path_matcher(tuple(fresh) or None)
     flat = traverse_util.flatten_dict(params, sep="/")
@@ -557,8 +556,6 @@ class _Best:
 def _final_evaluation(task, evaluate, best, shardings, workdir, is_main) -> None:
     """Evaluate `task.final_splits` with the best parameters (predictions written by the task);
     results.json gets the best step's metrics and these."""
-    from albert_jax.checkpoints import checkpoint
-
     crash_point("final")
     _, params = checkpoint.load(paths.join(workdir, "best"))
     params = sharing.split_layers(params, layer_view(task))
