@@ -9,16 +9,16 @@ import argparse
 import json
 import os
 
-from albert_jax.experiments import datasets
+from albert_jax.experiments import baselines
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m finetune.baseline", description=__doc__)
-    parser.add_argument("name", choices=sorted(datasets.BASELINES))
+    parser.add_argument("name", choices=sorted(baselines.BASELINES))
     parser.add_argument("--data", help="dataset directory (default: data/finetune/NAME)")
     args = parser.parse_args(argv)
     data_dir = args.data or os.path.join("data", "finetune", args.name)
-    result = datasets.BASELINES[args.name](data_dir)
+    result = baselines.BASELINES[args.name](data_dir)
     print(json.dumps({"task": args.name, "data": data_dir, **result}))
     return result
 

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from albert_jax.experiments import datasets
+from albert_jax.experiments import baselines, datasets
 from albert_jax.tasks.data import (
     DataError,
     Example,
@@ -342,7 +342,7 @@ def test_ner_and_seg_stats(built):
     texts = {s: {"".join(e.words) for e in v} for s, v in exs.items()}
     assert not texts["train"] & texts["dev"] and not texts["train"] & texts["test"]
     assert not texts["dev"] & texts["test"]
-    assert "江泽民" in datasets.entity_dictionary(exs["train"])
+    assert "江泽民" in baselines.entity_dictionary(exs["train"])
     seg_dev = read_conll(os.path.join(seg_path, "dev.conll"))
     assert {"".join(e.words) for e in seg_dev} == texts["dev"]
     assert label_list(seg_dev) == ["B", "E", "M", "S"]
@@ -423,16 +423,16 @@ def test_bio_spans_and_dictionary_tagger():
         TaggedExample("t:3", list("去北京"), _tags("去", "O", "北京", "LOC")),
         TaggedExample("t:4", list("张说"), _tags("张", "PER", "说", "O")),
     ]
-    entities = datasets.entity_dictionary(train)
+    entities = baselines.entity_dictionary(train)
     # 北京: LOC twice, ORG once -> LOC.
     assert entities == {"北京大学": "ORG", "北京": "LOC", "张": "PER"}
-    tag = datasets.dictionary_tagger(entities)
+    tag = baselines.dictionary_tagger(entities)
     # Longest match first (北京大学, not 北京 + 大学), then the scan resumes after it.
     assert tag(list("北京大学和北京张")) == _tags(
         "北京大学", "ORG", "和", "O", "北京", "LOC", "张", "PER"
     )
     assert tag(list("北京大")) == _tags("北京", "LOC", "大", "O")
-    assert datasets.dictionary_tagger({})(list("北京")) == ["O", "O"]
+    assert baselines.dictionary_tagger({})(list("北京")) == ["O", "O"]
     with pytest.raises(ValueError, match="one character"):
         tag(["北京"])
 
@@ -521,15 +521,15 @@ def test_ner_baseline(built, capsys):
 @pytest.mark.slow
 def test_ner_baseline_leaves_out_single_characters(built):
     # The measurement behind NER_MIN_LENGTH: 1-character entries (lone surnames) hurt dev F1.
-    with_single = datasets.baseline_ner(built["ner"][0], min_length=1)
-    without = datasets.baseline_ner(built["ner"][0])
-    assert datasets.NER_MIN_LENGTH == 2
+    with_single = baselines.baseline_ner(built["ner"][0], min_length=1)
+    without = baselines.baseline_ner(built["ner"][0])
+    assert baselines.NER_MIN_LENGTH == 2
     assert with_single["dev"]["f1"] < without["dev"]["f1"] - 0.1
 
 
 @pytest.mark.slow
 def test_seg_baseline(built):
-    result = datasets.baseline_tagging(built["seg"][0], "BMES")
+    result = baselines.baseline_tagging(built["seg"][0], "BMES")
     assert 0.5 < result["dev"]["f1"] < 0.9
 
 

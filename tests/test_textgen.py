@@ -404,7 +404,7 @@ def test_build_entities_on_the_corpus(tmp_path, capsys):
 
 def test_entities_dictionary_baseline(tmp_path):
     """Train targets give the dictionary; dev/test sources are matched and written as targets."""
-    from albert_jax.experiments.datasets import baseline_entities
+    from albert_jax.experiments.baselines import baseline_entities
 
     rows = {
         "train": [

@@ -15,6 +15,9 @@ The reference has one variable per layer/group; our unshared sub-blocks stack G 
 axis, so for those ("stacked") leaves the trust-ratio norms are taken over all axes but axis 0: one
 ratio per group, exactly as if each group were its own variable. Decisions are static functions of
 the leaf path, `'/'.join(keys)`, e.g. `encoder/attention/query/kernel`.
+
+Length (~550 lines): a quarter of it is the validation of optimizer settings and its messages
+(`check_optim_config`), kept beside the transforms whose arguments it checks.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ Exact resume: the state holds the step, parameters, optimizer state and a base k
 key of step s is fold_in(key, s), the learning rate a function of s, and the data iterator state
 is saved in the same checkpoint. Metrics are read one step late so the host never stalls the
 device, except at checkpoints, where the state being saved is checked to be finite first.
+
+Length (~570 lines): the loop, resume, evaluation and best-model keeping share the step counter
+and the checkpoint; split apart, each piece would need the others' state passed around.
 """
 
 from __future__ import annotations

@@ -1,0 +1,54 @@
+"""The library's layers (.importlinter, run by `lint-imports` in .ci/run): the contracts hold on
+this tree, and an upward import or an import cycle planted in a copy of the package breaks them."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LINT = os.path.join(os.path.dirname(sys.executable), "lint-imports")
+
+
+def lint(cwd):
+    # import-linter puts the working directory first on sys.path: a copy there shadows the repo.
+    return subprocess.run(
+        [LINT, os.path.join(ROOT, ".importlinter"), "--no-cache"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_the_layers_contract_holds():
+    r = lint(ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 kept, 0 broken" in r.stdout
+
+
+def plant(tmp_path, module, line):
+    """A copy of the package with `line` appended to `module` (a path under albert_jax/)."""
+    shutil.copytree(
+        os.path.join(ROOT, "albert_jax"),
+        tmp_path / "albert_jax",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    path = tmp_path / "albert_jax" / module
+    path.write_text(path.read_text() + f"\n{line}  # noqa\n")
+
+
+def test_an_upward_import_breaks_the_contract(tmp_path):
+    plant(tmp_path, "model/losses.py", "from albert_jax.train import trainer")  # the model layer
+    r = lint(tmp_path)  # ... importing the trainer, two layers up
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "albert_jax.model is not allowed to import albert_jax.train" in r.stdout
+    assert "albert_jax.model.losses -> albert_jax.train.trainer" in r.stdout
+
+
+def test_an_import_cycle_inside_a_layer_breaks_the_contract(tmp_path):
+    # data.masking is imported by data.pipeline; importing pipeline back closes a cycle.
+    plant(tmp_path, "data/masking.py", "from albert_jax.data import pipeline")
+    r = lint(tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "No import cycle among the modules of any package BROKEN" in r.stdout
+    assert "- .pipeline -> .masking" in r.stdout  # import-linter names the dependency to drop
