@@ -66,7 +66,7 @@ def test_projection_presence():
 
 @pytest.mark.parametrize("name", ["cpu_small", "electra_small", "paper", "gpu_single", "tpu_pod"])
 def test_every_pretraining_config_takes_the_execution_overrides(name):
-    """--config.model.dtype / scan_layers / remat (README, docs/performance.md) parse for every
+    """--config.model.dtype / scan_layers / remat (docs/api.md, docs/performance.md) parse for every
     pretraining config: the command line locks the config, so an undeclared key is an error."""
     import importlib
 

@@ -294,6 +294,12 @@ DOCUMENTED = [
 ]
 
 
+def placeholder(raw):
+    """A documented value that stands for the reader's own: choices (`a|b`), elisions (`...`)
+    and names such as MAX or PATH."""
+    return "|" in raw or "..." in raw or re.fullmatch(r"[A-Z_]+", raw.rstrip("`.]:")) is not None
+
+
 def documented_overrides(path):
     """Every `--config.KEY=VALUE` a file's docstring shows (placeholders and choices skipped)."""
     text = open(path, encoding="utf-8").read()
@@ -301,7 +307,7 @@ def documented_overrides(path):
     found = []
     for m in re.finditer(r"--config\.([\w.]+)=(\S+)", doc.group(1) if doc else ""):
         value = m.group(2).rstrip("`.]:")
-        if "|" in value or "..." in m.group(2) or re.fullmatch(r"[A-Z_]+", value):
+        if placeholder(m.group(2)):
             continue  # choices, elisions and placeholders such as MAX
         value = "" if value == "''" else shlex.split(value)[0]  # the shell's view of it
         found.append(f"--config.{m.group(1)}={value}")
@@ -322,10 +328,15 @@ def config_for(path):
     ids=lambda p: os.path.relpath(p, ROOT),
 )
 def test_documented_overrides_parse(path):
+    check_overrides(config_for(path), documented_overrides(path))
+
+
+def check_overrides(config, overrides):
+    """`--config=CONFIG` with these `--config.KEY=VALUE` overrides parses with ml_collections'
+    config flags, and each key ends up holding its value (also used by tests/test_docs.py)."""
     from absl import flags
     from ml_collections import config_flags
 
-    overrides, config = documented_overrides(path), config_for(path)
     fv, argv = flags.FlagValues(), ["prog", f"--config={config}", *overrides]
     config_flags.DEFINE_config_file("config", None, "", flag_values=fv, sys_argv=argv)
     fv(argv)

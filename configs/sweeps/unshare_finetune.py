@@ -10,7 +10,7 @@ what pretraining adds), seeds 0, 1, 2; one epoch each: about an hour on a 2-core
 minutes before the random-init row). More tasks: add them to `tasks` (relation.py,
 entities.py, cloze.py, race.py). Paper scale: `pretrain_config='configs/pretrain/paper.py'`, or
 drop pretraining and fine-tune a released checkpoint directly with `python -m finetune
---config.init=PATH` (one command per task and layout, see README).
+--config.init=PATH` (one command per task and layout, see docs/finetuning.md).
 """
 
 from albert_jax.experiments.sweep import Sweep
