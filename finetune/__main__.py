@@ -21,7 +21,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from albert_jax import cli, paths
-from albert_jax.tasks import finetuning
+from albert_jax.tasks import finetuning, run
 from albert_jax.train import lock
 from albert_jax.train.metrics import log_to_file
 
@@ -48,7 +48,7 @@ def main(argv):
     # One run per workdir (albert_jax/train/lock.py), held before anything is written there.
     with cli.removed_on_input_error(workdir), lock.hold(paths.resolve(workdir)):
         log_to_file(workdir)  # library chatter off the console
-        finetuning.run(config, workdir)
+        run.run(config, workdir)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import json
 import sys
 
 from albert_jax import cli
-from albert_jax.tasks.finetuning import predict_file
+from albert_jax.tasks.run import predict_file
 
 
 def main(argv=None) -> int:

@@ -16,6 +16,7 @@ from albert_jax.checkpoints import checkpoint
 from albert_jax.model.albert import AlbertForPreTraining, init_params
 from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import metrics as M
+from albert_jax.tasks import run as runs
 from albert_jax.tasks.choice import ChoiceTask
 from albert_jax.tasks.qa import QATask
 from albert_jax.tasks.relation import RelationTask
@@ -136,13 +137,13 @@ def oracle(task, target):
 
 @pytest.fixture(scope="module")
 def cls_task(pretrained, files):  # noqa: F811
-    config = F.resolve_schedule(make_config(pretrained, "classification", files), 24)
+    config = runs.resolve_schedule(make_config(pretrained, "classification", files), 24)
     return F.make_task(config, F.FinetuneData(config, splits=("train", "dev")))
 
 
 @pytest.fixture(scope="module")
 def tag_task(pretrained, files):  # noqa: F811
-    config = F.resolve_schedule(make_config(pretrained, "tagging", files), 24)
+    config = runs.resolve_schedule(make_config(pretrained, "tagging", files), 24)
     return F.make_task(config, F.FinetuneData(config, splits=("train", "dev")))
 
 
@@ -243,7 +244,7 @@ def qa_task(pretrained, tmp_path_factory):  # noqa: F811
     task = dict(max_seq_length=32, doc_stride=8, max_query_length=8, max_answer_length=16,
                 n_best=5, char_level=False)  # fmt: skip
     config = split_files_config("qa", pretrained, d, "json", 6, task)
-    config = F.resolve_schedule(config, 4)
+    config = runs.resolve_schedule(config, 4)
     return F.make_task(config, F.FinetuneData(config, splits=("train", "test")))
 
 

@@ -16,6 +16,7 @@ from albert_jax.checkpoints import checkpoint
 from albert_jax.model.albert import AlbertForPreTraining
 from albert_jax.model.heads import build_model
 from albert_jax.tasks import finetuning as F
+from albert_jax.tasks import run as runs
 from albert_jax.tasks.data import DataError
 from albert_jax.text.tokenization import load_tokenizer
 from configs.finetune.common import get_common
@@ -125,7 +126,7 @@ def test_every_task_type_trains_evaluates_whole_splits_and_predicts(
     pretrained, files, tmp_path, task_type
 ):
     config = make_config(pretrained, task_type, files)
-    summary = F.run(config, str(tmp_path))
+    summary = runs.run(config, str(tmp_path))
     results = json.load(open(tmp_path / "results.json"))
     metric = {"classification": "accuracy", "regression": "pearson", "tagging": "f1"}[task_type]
     assert results["metric"] == metric and results["best_step"] in (3, 6)
@@ -150,7 +151,7 @@ def test_every_task_type_trains_evaluates_whole_splits_and_predicts(
     head = checkpoint.load_head(tmp_path / "best")
     assert head["task_type"] == task_type and "classifier" in params and "mlm" not in params
     out = tmp_path / "again.jsonl"
-    values = F.predict_file(str(tmp_path / "best"), config.task.dev, str(out))
+    values = runs.predict_file(str(tmp_path / "best"), config.task.dev, str(out))
     again = read_jsonl(out)  # one device here, eight in training: equal up to float rounding
     for a, b in zip(again, dev, strict=True):
         assert a.keys() == b.keys()
@@ -248,7 +249,7 @@ def test_tagging_loss_is_a_masked_mean_over_first_pieces(pretrained, files):
 @pytest.mark.slow
 def test_seeds_give_mean_and_std(pretrained, files, tmp_path):
     config = make_config(pretrained, "classification", files, seeds="0,1", total_steps=3)
-    summary = F.run(config, str(tmp_path))
+    summary = runs.run(config, str(tmp_path))
     assert summary["seeds"] == [0, 1]
     accs = [summary["per_seed"][s]["dev"]["accuracy"] for s in ("0", "1")]
     assert summary["dev"]["accuracy"]["mean"] == pytest.approx(np.mean(accs))
@@ -265,7 +266,7 @@ def test_bad_inputs_are_named_and_nothing_is_trained(pretrained, files, tmp_path
     config = make_config(pretrained, "classification", files)
     config.task.dev = str(bad)
     with pytest.raises(DataError, match=r"dev.jsonl:2.*meh"):
-        F.run(config, str(tmp_path / "run"))
+        runs.run(config, str(tmp_path / "run"))
     assert not os.path.exists(tmp_path / "run" / "checkpoints")
 
     config = make_config(pretrained, "classification", files, tokenizer=str(tmp_path / "tok"))
@@ -288,7 +289,7 @@ def test_bad_inputs_are_named_and_nothing_is_trained(pretrained, files, tmp_path
 @pytest.mark.slow
 def test_head_with_other_labels_must_start_fresh(pretrained, files, tmp_path):
     config = make_config(pretrained, "classification", files, total_steps=3)
-    F.run(config, str(tmp_path / "first"))
+    runs.run(config, str(tmp_path / "first"))
     best = str(tmp_path / "first" / "best")
     three = tmp_path / "three.jsonl"
     write_jsonl(three, [{"text": t, "label": lab} for t, lab in
@@ -298,9 +299,9 @@ def test_head_with_other_labels_must_start_fresh(pretrained, files, tmp_path):
     config.task.dev = str(three)
     config.task.test = ""
     with pytest.raises(F.FinetuneError, match="fresh_params"):
-        F.run(config, str(tmp_path / "second"))
+        runs.run(config, str(tmp_path / "second"))
     config.fresh_params = "^classifier/"
-    F.run(config, str(tmp_path / "second"))
+    runs.run(config, str(tmp_path / "second"))
     assert checkpoint.load_head(tmp_path / "second" / "best")["labels"] == ["mid", "neg", "pos"]
 
 
@@ -309,7 +310,7 @@ def test_layerwise_decay_needs_per_layer_weights(pretrained, files, tmp_path):
     config = make_config(pretrained, "classification", files, total_steps=2)
     config.optim.layerwise_decay = 0.8
     with pytest.raises(ValueError, match="unshare"):
-        F.run(config, str(tmp_path / "shared"))
+        runs.run(config, str(tmp_path / "shared"))
     config.unshare = "all"
-    F.run(config, str(tmp_path / "unshared"))
+    runs.run(config, str(tmp_path / "unshared"))
     assert os.path.exists(tmp_path / "unshared" / "results.json")

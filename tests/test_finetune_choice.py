@@ -20,6 +20,7 @@ from albert_jax.experiments import datasets
 from albert_jax.model.albert import init_params
 from albert_jax.model.heads import build_model
 from albert_jax.tasks import finetuning as F
+from albert_jax.tasks import run as runs
 from albert_jax.tasks.choice import (
     LETTERS,
     featurize_choice,
@@ -235,7 +236,7 @@ def test_padded_options_never_get_probability(pretrained, race):  # noqa: F811
 
 
 def test_choice_trains_and_predicts_every_dev_question_once(pretrained, race, tmp_path):  # noqa: F811
-    F.run(choice_config(pretrained, race), str(tmp_path))
+    runs.run(choice_config(pretrained, race), str(tmp_path))
     results = json.load(open(tmp_path / "results.json"))
     assert results["metric"] == "accuracy"
     dev = [json.loads(x) for x in open(tmp_path / "predictions" / "dev.jsonl")]
@@ -254,7 +255,7 @@ def test_choice_trains_and_predicts_every_dev_question_once(pretrained, race, tm
     assert params["classifier"]["kernel"].shape == (32, 1)
     # `finetune.predict` on the best checkpoint reproduces the dev predictions.
     out = tmp_path / "again.jsonl"
-    values = F.predict_file(str(tmp_path / "best"), str(race / "dev"), str(out))
+    values = runs.predict_file(str(tmp_path / "best"), str(race / "dev"), str(out))
     again = [json.loads(x) for x in open(out)]
     assert [r["prediction"] for r in again] == [r["prediction"] for r in dev]
     np.testing.assert_allclose(

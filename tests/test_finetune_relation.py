@@ -19,8 +19,8 @@ from albert_jax.checkpoints.errors import ConversionError
 from albert_jax.experiments import extraction
 from albert_jax.model.albert import LayerNorm, init_params
 from albert_jax.model.heads import ConditionalLayerNorm, build_model
-from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import relation as R
+from albert_jax.tasks import run as runs
 from albert_jax.tasks.data import DataError
 from albert_jax.text.tokenization import load_tokenizer
 
@@ -234,7 +234,7 @@ def re_config(init, d, **kw):
 
 @pytest.mark.parametrize("unshare", ["", "all"])
 def test_relation_trains_and_scores_every_text_once(pretrained, re_files, tmp_path, unshare):  # noqa: F811
-    summary = F.run(re_config(pretrained, re_files, unshare=unshare), str(tmp_path))
+    summary = runs.run(re_config(pretrained, re_files, unshare=unshare), str(tmp_path))
     results = json.load(open(tmp_path / "results.json"))
     assert results["metric"] == "f1" and summary["layout"] == ("none" if unshare else "all")
     dev = [json.loads(x) for x in open(tmp_path / "predictions" / "dev.jsonl")]

@@ -18,7 +18,7 @@ from test_finetune import WORDS, pretrained  # noqa: F401 (a fixture)
 from albert_jax.checkpoints import checkpoint
 from albert_jax.model.decoding import Decoder, beam_search
 from albert_jax.model.heads import AlbertForSeq2Seq, prefix_lm_mask
-from albert_jax.tasks import finetuning as F
+from albert_jax.tasks import run as runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N_DEV = 7
@@ -166,7 +166,7 @@ def s2s_config(init, d, **kw):
 
 
 def test_seq2seq_trains_and_writes_predictions(pretrained, s2s_files, tmp_path):  # noqa: F811
-    F.run(s2s_config(pretrained, s2s_files), str(tmp_path))
+    runs.run(s2s_config(pretrained, s2s_files), str(tmp_path))
     results = json.load(open(tmp_path / "results.json"))
     assert results["metric"] == "f1"
     for key in ("exact_match", "f1", "bleu", "rouge_l", "loss", "token_accuracy"):
@@ -182,10 +182,10 @@ def test_seq2seq_trains_and_writes_predictions(pretrained, s2s_files, tmp_path):
     # finetune.predict on sources alone (generated), then on the dev file (scored as in training)
     src = tmp_path / "sources.jsonl"
     src.write_text("".join(json.dumps({"source": g["source"]}) + "\n" for g in gold))
-    assert F.predict_file(str(tmp_path / "best"), str(src), str(tmp_path / "out.jsonl")) == {}
+    assert runs.predict_file(str(tmp_path / "best"), str(src), str(tmp_path / "out.jsonl")) == {}
     out = [json.loads(x) for x in open(tmp_path / "out.jsonl")]
     assert [r["prediction"] for r in out] == [r["prediction"] for r in dev]
-    values = F.predict_file(str(tmp_path / "best"), str(s2s_files / "dev.jsonl"),
+    values = runs.predict_file(str(tmp_path / "best"), str(s2s_files / "dev.jsonl"),
                             str(tmp_path / "out2.jsonl"))  # fmt: skip
     assert values["f1"] == pytest.approx(results["dev"]["f1"])
 

@@ -513,7 +513,7 @@ def make_optimizer(
     get = lambda name: _field(optim_config, name)
     name = _optimizer_name(optim_config)
     for field in ("learning_rate", "lr_multipliers"):
-        if get(field) is None:  # fine-tuning's "auto": `finetuning.run` resolves it by model size
+        if get(field) is None:  # fine-tuning's "auto": `tasks.run` resolves it by model size
             raise ValueError(f"{field} is None (auto) and was never resolved: set a value")
     schedule = warmup_polynomial_decay(
         get("learning_rate"),

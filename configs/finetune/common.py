@@ -36,7 +36,7 @@ def use_prepared(c, name: str, ext: str) -> None:
 
 def use_auto_learning_rate(c) -> None:
     """The learning rate and the head's multiplier chosen by model size once the checkpoint is
-    read (`albert_jax.tasks.finetuning.auto_learning_rate`: hidden <= 256: 3e-4, head x10;
+    read (`albert_jax.tasks.run.auto_learning_rate`: hidden <= 256: 3e-4, head x10;
     >= 768: 2e-5, x1; geometric in between) and printed; a value passed on the command line is
     kept (`--config.optim.lr_multipliers=''`: no multiplier)."""
     c.optim.learning_rate = config_dict.placeholder(float)  # None: auto

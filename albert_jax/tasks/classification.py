@@ -1,0 +1,135 @@
+"""Sequence classification and regression: single sentences or pairs from TSV / CSV / JSONL
+(`albert_jax.tasks.data`), the pooled [CLS] output to one logit per class; `regression` is the
+one-output head with squared error. Accuracy, macro-F1 and Matthews (classification), Pearson
+and Spearman (regression)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from albert_jax.tasks import data as D
+from albert_jax.tasks import metrics as M
+from albert_jax.tasks.finetuning import FinetuneError, FinetuneTask
+from albert_jax.train.optim import path_matcher
+
+
+class ClassificationTask(FinetuneTask):
+    """Single sentences or pairs; `regression` is the one-output head with squared error."""
+
+    targets = ("label",)
+
+    def normalizers(self, batch):
+        return {"examples": jnp.asarray(batch["input_ids"].shape[0], jnp.float32)}
+
+    def loss(self, params, batch, norms, rng):
+        logits = self.apply(params, batch, rng)
+        n = norms["examples"]
+        if self.data.task_type == "regression":
+            err = jnp.square(logits[:, 0] - batch["label"])
+            return jnp.sum(err) / n, {"mse": jnp.sum(err) / n}
+        logp = jax.nn.log_softmax(logits)
+        nll = -jnp.take_along_axis(logp, batch["label"][:, None], axis=1)[:, 0]
+        correct = jnp.argmax(logits, -1) == batch["label"]
+        return jnp.sum(nll) / n, {"accuracy": jnp.sum(correct) / n}
+
+    def eval_step(self, params, batch):
+        return self.apply(params, batch, None)
+
+    def score(self, split, logits):
+        examples, feats = self.data.examples[split], self.data.features[split]
+        rows = []
+        if self.data.task_type == "regression":
+            preds = logits[:, 0]
+            values = M.regression_metrics(feats["label"], preds) if "label" in feats else {}
+            for ex, p in zip(examples, preds, strict=True):
+                rows.append(_row(ex, prediction=float(p)))
+            return rows, values
+        preds = logits.argmax(-1)
+        probs = jax.nn.softmax(logits, -1)
+        values = M.classification_metrics(feats["label"], preds) if "label" in feats else {}
+        for ex, p, pr in zip(examples, preds, np.asarray(probs), strict=True):
+            rows.append(
+                _row(ex, prediction=self.data.labels[p], probabilities=np.round(pr, 6).tolist())
+            )
+        return rows, values
+
+    def collapse(self, rows, values):
+        preds = [r["prediction"] for r in rows]
+        golds = [r["label"] for r in rows if "label" in r]
+        if self.data.task_type == "regression":
+            return M.regression_collapse(preds, golds if len(golds) == len(rows) else None)
+        return M.prediction_collapse(preds, "examples", "predicted", golds)
+
+
+def _row(example: D.Example, **fields) -> dict[str, Any]:
+    row = {"where": example.where, "text_a": example.text_a}
+    if example.text_b is not None:
+        row["text_b"] = example.text_b
+    if example.label is not None:
+        row["label"] = example.label
+    return {**row, **fields}
+
+
+def class_labels(data, t) -> list[str]:
+    """`task.labels`, else the sorted labels of the training file (of all splits without one);
+    a starting head with other labels must start fresh (shared with tagging: its tag set)."""
+    source = data.examples.get("train") or [e for ex in data.examples.values() for e in ex]
+    labels = list(t.get("labels", ()) or ()) or D.label_list(source)
+    head = getattr(data.source, "head", None)
+    if head and head.get("labels") and list(head["labels"]) != labels:
+        if not path_matcher(data.fresh_params or None)("classifier/kernel"):
+            raise FinetuneError(
+                f"{t.train}: labels {labels} differ from the labels of the head in "
+                f"{data.source.location} ({head['labels']}); start that head fresh with "
+                "--config.fresh_params='^classifier/'"
+            )
+    return labels
+
+
+def first_without(examples, target: str):
+    """The first example without its `target` (a file without that column reads as inputs to
+    predict, and would fail inside the data pipeline), or None."""
+    return next((ex for ex in examples if getattr(ex, target) is None), None)
+
+
+# ---------------------------------------------------------------- the task-module protocol
+Task = ClassificationTask
+
+
+def read(path, t):
+    examples = D.read_examples(
+        path, text_a=t.text_a, text_b=t.get("text_b", "") or None, label=t.label, task_type=t.type
+    )
+    return examples, {}
+
+
+def check_targets(examples, t) -> None:
+    if ex := first_without(examples, "label"):
+        raise D.DataError(
+            f"task.train {t.train}: {ex.where}: no {t.label!r} column; name the label "
+            "column with --config.task.label=COLUMN"
+        )
+
+
+def labels(data, t) -> list[str] | None:
+    return None if t.type == "regression" else class_labels(data, t)
+
+
+def featurize(examples, data, t):
+    return D.featurize_classification(examples, data.tokenizer, data.max_seq_length, data.labels)
+
+
+def head(data, t) -> dict:
+    fields = {"labels": data.labels} if data.labels is not None else {}
+    return {
+        "type": "sequence_classification",
+        "num_labels": len(data.labels or [0]),
+        **fields,
+        "text_a": t.text_a,
+        "text_b": t.get("text_b", "") or None,
+        "label": t.label,
+    }

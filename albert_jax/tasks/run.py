@@ -1,0 +1,262 @@
+"""A fine-tuning run: the schedule and learning rate resolved for the model, one training per
+seed (`albert_jax.train.trainer.train` with the task of `finetuning.make_task`), the summary over
+seeds, and predictions of a fine-tuned checkpoint for a file (`predict_file`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import jax
+import numpy as np
+from etils import epath
+
+from albert_jax import paths
+from albert_jax.checkpoints import checkpoint
+from albert_jax.tasks.finetuning import (
+    FRESH_HEAD,
+    FinetuneData,
+    FinetuneError,
+    make_task,
+    parse_seeds,
+    predict_all,
+    write_jsonl,
+)
+from albert_jax.train import lock
+from albert_jax.train.trainer import train
+
+# ---------------------------------------------------------------- schedules
+
+
+def resolve_schedule(config, num_train: int):
+    """A copy of `config` with steps from epochs: total_steps (unless set), warmup from
+    `warmup_fraction`, evaluation and checkpoints once per epoch (unless set)."""
+    config = config.copy_and_resolve_references()
+    per_epoch = max(1, math.ceil(num_train / int(config.batch_size)))
+    total = int(config.total_steps or 0) or math.ceil(float(config.num_epochs) * per_epoch)
+    with config.unlocked():
+        config.steps_per_epoch = per_epoch
+        config.total_steps = total
+        config.optim.total_steps = total
+        config.optim.warmup_steps = int(round(float(config.warmup_fraction) * total))
+        config.eval_every = int(config.eval_every or 0) or per_epoch
+        config.checkpoint_every = int(config.checkpoint_every or 0) or config.eval_every
+    return config
+
+
+# `optim.learning_rate` / `optim.lr_multipliers` left at None are chosen by the model's hidden
+# size. The reference's 2e-5 (1x) is right for base-and-larger checkpoints but leaves the
+# project's small CPU ones (hidden 128-256) at the label prior; they train at 3e-4 with the fresh
+# head at 10x (ner.py). Between the two sizes both are interpolated geometrically.
+AUTO_LR = ((256, 3e-4, 10.0), (768, 2e-5, 1.0))  # (hidden size, learning rate, head multiplier)
+
+
+def auto_learning_rate(hidden_size: int) -> tuple[float, float, str]:
+    """(learning rate, head multiplier, why) for a model of this hidden size (AUTO_LR)."""
+    (h0, lr0, m0), (h1, lr1, m1) = AUTO_LR
+    if hidden_size <= h0:
+        return lr0, m0, f"hidden {hidden_size} <= {h0}"
+    if hidden_size >= h1:
+        return lr1, m1, f"hidden {hidden_size} >= {h1}"
+    t = math.log(hidden_size / h0) / math.log(h1 / h0)
+    lr = float(f"{lr0 * (lr1 / lr0) ** t:.2g}")
+    m = round(m0 * (m1 / m0) ** t, 1)
+    return lr, m, f"hidden {hidden_size}: geometric between {lr0:g} at {h0} and {lr1:g} at {h1}"
+
+
+def resolve_learning_rate(config, model_config):
+    """(config, line): a copy of `config` whose auto (None) `optim.learning_rate` and
+    `optim.lr_multipliers` are chosen by `auto_learning_rate`, and the line saying what was
+    chosen and why (None, and `config` itself, when both are set explicitly)."""
+    lr, mult = config.optim.get("learning_rate"), config.optim.get("lr_multipliers")
+    if lr is not None and mult is not None:
+        return config, None
+    auto_lr, auto_mult, why = auto_learning_rate(model_config.hidden_size)
+    config = config.copy_and_resolve_references()
+    chosen, flags = [], []
+    with config.unlocked():
+        if lr is None:
+            config.optim.learning_rate = auto_lr
+            chosen.append(f"learning rate {auto_lr:g}")
+            flags.append("--config.optim.learning_rate")
+        if mult is None:
+            config.optim.lr_multipliers = f"{FRESH_HEAD}={auto_mult:g}" if auto_mult != 1 else ""
+            chosen.append(f"head lr x{auto_mult:g}")
+            flags.append("--config.optim.lr_multipliers")
+    return config, f"{', '.join(chosen)} (auto: {why}; pass {' / '.join(flags)} to override)"
+
+
+# ---------------------------------------------------------------- runs
+
+
+def run(config, workdir: str) -> dict[str, Any]:
+    """Fine-tune once per seed (`workdir/seed_S` when there are several); returns the summary
+    (also in `workdir/summary.json`): per-seed results and mean ± std of dev and test metrics."""
+    with lock.hold(paths.resolve(workdir), enabled=jax.process_index() == 0):
+        return _run(config, workdir)
+
+
+def _run(config, workdir: str) -> dict[str, Any]:
+    seeds = parse_seeds(config)
+    data = FinetuneData(config)
+    _print_data(data)
+    # The model's size is known now: an auto learning rate is chosen before the optimizer is built.
+    config, chosen = resolve_learning_rate(config, data.model_config)
+    if chosen and jax.process_index() == 0:
+        print(chosen, flush=True)
+    per_seed = {}
+    for seed in seeds:
+        # Epochs count training rows (QA: windows, several per question), as the iterator does.
+        c = resolve_schedule(config, len(data.features["train"]["input_ids"]))
+        with c.unlocked():
+            c.seed = seed
+        wd = paths.resolve(workdir if len(seeds) == 1 else paths.join(workdir, f"seed_{seed}"))
+        task = make_task(c, data, wd)
+        train(c, wd, task)
+        per_seed[seed] = _seed_result(wd, c)
+    summary = summarize(per_seed, data)
+    if jax.process_index() == 0:
+        text = json.dumps(summary, indent=2, sort_keys=True)
+        paths.write_text(paths.join(workdir, "summary.json"), text)
+        print(format_summary(summary), flush=True)
+    return summary
+
+
+def _print_data(data: FinetuneData) -> None:
+    if jax.process_index() != 0:
+        return
+    for note in data.notes:
+        print(f"note: {note}", flush=True)
+    for split, s in data.stats.items():
+        cut = s.get("truncated", 0)
+        extra = f", {s['words_dropped']} words dropped" if s.get("words_dropped") else ""
+        extra += f" ({s['windows']} windows)" if "windows" in s else ""
+        if s.get("targets_truncated"):
+            extra += f", {s['targets_truncated']} targets cut to task.max_target_length"
+        if s.get("answers_not_found"):
+            kept = "skipped" if s.get("skipped") else "scored on their texts"
+            extra += f", {s['answers_not_found']} answers not at their offsets ({kept})"
+        print(f"{split}: {s['examples']} examples, {cut} truncated{extra}", flush=True)
+
+
+def _seed_result(workdir: str, config) -> dict[str, Any]:
+    res = json.loads(epath.Path(workdir, "results.json").read_text())
+    evals = {}
+    with paths.open_text(paths.join(workdir, "metrics.jsonl")) as f:
+        for line in f:
+            row = json.loads(line)
+            if row["split"] == "eval":
+                evals[row["step"]] = row
+    metric = res["metric"]
+    first = evals.get(config.steps_per_epoch, {}).get(metric)
+    last = evals[max(evals)] if evals else {}
+    return {
+        "metric": metric,
+        "best_step": res["best_step"],
+        "dev": res.get("dev", {}),
+        "test": res.get("test", {}),
+        "dev_first_epoch": first,
+        "dev_last": last.get(metric),
+    }
+
+
+def summarize(per_seed: dict[int, dict], data: FinetuneData) -> dict[str, Any]:
+    """mean and sample std (ddof=1; 0 for one seed) of every scalar metric over seeds."""
+    out = {"seeds": sorted(per_seed), "per_seed": {str(k): v for k, v in per_seed.items()}}
+    for split in ("dev", "test"):
+        keys = sorted({k for r in per_seed.values() for k in r[split]})
+        out[split] = {k: _mean_std([r[split].get(k) for r in per_seed.values()]) for k in keys}
+    for key in ("dev_first_epoch", "dev_last"):
+        out[key] = _mean_std([r[key] for r in per_seed.values()])
+    out["metric"] = next(iter(per_seed.values()))["metric"]
+    out["layout"] = data.model_config.layout
+    out["init"] = "none" if data.random_init else data.source.location
+    out["random_init"] = data.random_init
+    return out
+
+
+def _mean_std(values):
+    v = np.asarray([x for x in values if x is not None], np.float64)
+    if v.size == 0:
+        return None
+    return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else 0.0}
+
+
+def format_summary(summary) -> str:
+    init = ", random init" if summary.get("random_init") else ""
+    lines = [f"seeds {summary['seeds']} ({summary['layout']} layout{init}): mean ± std"]
+    for split in ("dev", "test"):
+        for k, ms in summary[split].items():
+            if ms is not None:
+                lines.append(f"  {split} {k}: {ms['mean']:.4f} ± {ms['std']:.4f}")
+    fe = summary["dev_first_epoch"]
+    if fe:
+        lines.append(f"  dev {summary['metric']} after epoch 1: {fe['mean']:.4f} ± {fe['std']:.4f}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- prediction from a checkpoint
+
+
+def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_size: int = 64):
+    """Predictions of a fine-tuned checkpoint (ours, with its head) for every example of
+    `input_path` (the task's file format: JSONL / TSV / CSV, CoNLL / JSONL words for tagging,
+    RACE records for multiple choice), written as JSONL. Returns the metrics when the input has
+    labels, else {}."""
+    import ml_collections
+
+    head = checkpoint.load_head(checkpoint_dir)
+    kinds = (
+        "sequence_classification", "token_classification", "multiple_choice", "seq2seq",
+        "relation_extraction",
+    )  # fmt: skip
+    if head and head.get("type") == "question_answering":
+        raise FinetuneError(
+            f"{checkpoint_dir} is a question-answering checkpoint: `finetune.predict` does not "
+            "take those yet; its dev/test predictions are in the run's WORKDIR/predictions"
+        )
+    if not head or head.get("type") not in kinds:
+        raise FinetuneError(
+            f"{checkpoint_dir} has no fine-tuning head (head: {head}); predict needs a "
+            "checkpoint written by `python -m finetune` (WORKDIR/best)"
+        )
+    task_config = {
+        k: head.get(k, d)
+        for k, d in (("text_a", "text"), ("text_b", ""), ("label", "label"), ("scheme", "BIO"))
+    }
+    task_config.update(
+        type=head["task_type"],
+        max_seq_length=head["max_seq_length"],
+        labels=tuple(head.get("labels", ())),
+        space_between_words=head.get("space_between_words", True),
+        num_choices=head.get("num_choices", 0),  # the head's: shorter option lists are padded
+        input=input_path,
+    )
+    skip = {"type", "num_labels", "classifier_dropout", "task_type", "labels"}
+    # a task's own settings (QA's doc_stride, seq2seq's beam_size, ...) ride in its head
+    task_config.update({k: v for k, v in head.items() if k not in skip | task_config.keys()})
+    config = ml_collections.ConfigDict(
+        {
+            "init": checkpoint_dir,
+            "task": {**task_config, "text_b": task_config["text_b"] or ""},
+            "model": {"classifier_dropout": head.get("classifier_dropout", 0.1)},
+            "batch_size": batch_size,
+            "seed": 0,
+        }
+    )
+    data = FinetuneData(config, splits=("input",))
+    task = make_task(config, data)
+    params = data.source.params
+    eval_fn = jax.jit(task.eval_step)
+
+    def run(batch):
+        return jax.device_get(eval_fn(params, batch))
+
+    run.params = params
+    if hasattr(task, "predict_split"):  # tasks that drive the model themselves (generation)
+        rows, values = task.predict_split(run, "input")
+    else:
+        rows, values = task.score("input", predict_all(run, data.features["input"], batch_size))
+    write_jsonl(paths.resolve(output_path), rows)
+    return values

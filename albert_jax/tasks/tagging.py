@@ -1,0 +1,105 @@
+"""Token tagging: CoNLL `word ... tag` lines or JSONL `{words, tags}` (`albert_jax.tasks.data`),
+a tag per word predicted at the word's first piece (BIO / BMES), entity-level precision / recall
+/ F1 as seqeval's strict mode computes them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from albert_jax.tasks import classification
+from albert_jax.tasks import data as D
+from albert_jax.tasks import metrics as M
+from albert_jax.tasks.finetuning import FinetuneTask
+
+
+class TaggingTask(FinetuneTask):
+    """A tag per word, predicted at the word's first piece (BIO / BMES, entity-level F1)."""
+
+    targets = ("labels",)
+
+    def normalizers(self, batch):
+        return {"tokens": jnp.maximum(jnp.sum(batch["labels"] >= 0), 1).astype(jnp.float32)}
+
+    def loss(self, params, batch, norms, rng):
+        logits = self.apply(params, batch, rng)
+        labels = batch["labels"]
+        mask = labels >= 0  # only first pieces: the masked mean over the global batch's words
+        logp = jax.nn.log_softmax(logits)
+        nll = -jnp.take_along_axis(logp, jnp.maximum(labels, 0)[..., None], axis=-1)[..., 0]
+        n = norms["tokens"]
+        correct = (jnp.argmax(logits, -1) == labels) & mask
+        return jnp.sum(nll * mask) / n, {"accuracy": jnp.sum(correct) / n}
+
+    def eval_step(self, params, batch):
+        return jnp.argmax(self.apply(params, batch, None), -1).astype(jnp.int32)
+
+    def score(self, split, preds):
+        examples, feats = self.data.examples[split], self.data.features[split]
+        labels = self.data.labels  # words cut by max_seq_length get the "nothing here" tag
+        default = next((t for t in ("O", "S") if t in labels), labels[0])
+        predicted = []
+        for ex, p, w in zip(examples, preds, feats["word_ids"], strict=True):
+            tags = [default] * len(ex.words)
+            for pos in np.nonzero(w >= 0)[0]:
+                tags[w[pos]] = self.data.labels[p[pos]]
+            predicted.append(tags)
+        values = {}
+        if examples and examples[0].tags is not None:
+            m = M.tagging_metrics([ex.tags for ex in examples], predicted, self.head["scheme"])
+            per_type = m.pop("per_type")
+            values = {**m, **{f"{k}_f1": v["f1"] for k, v in per_type.items() if k != "W"}}
+        rows = [_row(ex, predicted=tags) for ex, tags in zip(examples, predicted, strict=True)]
+        return rows, values
+
+    def collapse(self, rows, values):
+        tags = [t for r in rows for t in r["predicted"]]
+        golds = [t for r in rows for t in r.get("tags", ())]
+        return M.prediction_collapse(tags, f"words ({len(rows)} sentences)", "predicted", golds)
+
+
+def _row(example: D.TaggedExample, **fields) -> dict[str, Any]:
+    row = {"where": example.where, "words": example.words}
+    if example.tags is not None:
+        row["tags"] = example.tags
+    return {**row, **fields}
+
+
+# ---------------------------------------------------------------- the task-module protocol
+Task = TaggingTask
+labels = classification.class_labels  # the tag set is chosen and checked as classes are
+
+
+def read(path, t):
+    return D.read_conll(path), {}
+
+
+def check_targets(examples, t) -> None:
+    if ex := classification.first_without(examples, "tags"):
+        raise D.DataError(
+            f"task.train {t.train}: {ex.where}: no tag column (training needs lines of "
+            "`word ... tag`, tab- or space-separated)"
+        )
+
+
+def featurize(examples, data, t):
+    return D.featurize_tagging(
+        examples,
+        data.tokenizer,
+        data.max_seq_length,
+        data.labels,
+        bool(t.get("space_between_words", True)),
+    )
+
+
+def head(data, t) -> dict:
+    return {
+        "type": "token_classification",
+        "num_labels": len(data.labels or [0]),
+        "labels": data.labels,
+        "scheme": t.scheme,
+        "space_between_words": bool(t.space_between_words),
+    }
