@@ -16,15 +16,18 @@ with the checkpoint's tokenizer (or `data.tokenizer_model`), and heads it lacks 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
 
 import jax
+import ml_collections
 from absl import app, flags
 from ml_collections import config_flags
 
 from albert_jax import cli, paths
+from albert_jax.checkpoints.source import load_source
 from albert_jax.data import corpus
 from albert_jax.data.pair_check import pair_warning
 from albert_jax.data.pipeline import resolve_paths
@@ -41,13 +44,7 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory: data, checkpoint
 def start_from(config):
     """The checkpoint at `config.init`; `config.model` and `data.vocab_size` become its own, so
     that the workdir's config (and everything that reads it back) describes this model."""
-    import dataclasses
-
-    import ml_collections
-
-    from albert_jax.tasks.finetuning import load_init
-
-    source, _ = load_init(config.init)
+    source = load_source(config.init)  # ours, transformers, Google TF1 or a pretraining workdir
     if source.tokenizer is None and not config.data.get("tokenizer_model"):
         raise corpus.CorpusError(
             f"{config.init} has no tokenizer: name one with --config.data.tokenizer_model=PATH"
