@@ -45,8 +45,7 @@ from albert_jax import paths
 from albert_jax.checkpoints.common import expected_shapes, flatten
 from albert_jax.model.config import AlbertConfig
 from albert_jax.model.heads import MODELS
-from albert_jax.text.tokenization import load_tokenizer as load_dir
-from albert_jax.text.tokenization import save_tokenizer
+from albert_jax.text import tokenization
 
 FORMAT, VERSION = "albert_jax", 1
 CONFIG_FILE, META_FILE, PARAMS_DIR, TOKENIZER_DIR = (
@@ -198,7 +197,7 @@ def save(
         epath.Path(tmp, CONFIG_FILE).write_text(config.to_json() + "\n")
         kind = None
         if tokenizer is not None:
-            save_tokenizer(tokenizer, paths.join(tmp, TOKENIZER_DIR))
+            tokenization.save_tokenizer(tokenizer, paths.join(tmp, TOKENIZER_DIR))
             kind = "wordpiece" if hasattr(tokenizer, "pieces") else "sentencepiece"
         meta = {
             "format": FORMAT,
@@ -270,7 +269,7 @@ def load_tokenizer(path: str | os.PathLike):
     """The checkpoint's tokenizer, or None if it was saved without one."""
     if read_meta(path).get("tokenizer") is None:
         return None
-    return load_dir(paths.join(path, TOKENIZER_DIR))
+    return tokenization.load_tokenizer(paths.join(path, TOKENIZER_DIR))
 
 
 # --- checks ---
