@@ -37,7 +37,7 @@ from train_step import make_batch, make_task_for, model_config, run_config
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
 
-from albert_jax import partitioning  # noqa: E402
+from albert_jax.train import partitioning  # noqa: E402
 from albert_jax.train.optim import make_optimizer  # noqa: E402
 from albert_jax.train.trainer import stacked_paths  # noqa: E402
 
