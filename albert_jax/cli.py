@@ -41,6 +41,8 @@ def removed_on_input_error(workdir: str):
 
 
 def input_errors() -> tuple[type[Exception], ...]:
+    # Imported here, not at the top: every entry point loads cli first, and a pretraining run should
+    # not pay for importing the fine-tuning tasks (or an input worker for Flax) just to name errors.
     from albert_jax.checkpoints.checkpoint import CheckpointError
     from albert_jax.checkpoints.errors import ConversionError
     from albert_jax.data.corpus import CorpusError

@@ -39,7 +39,8 @@ def main(argv):
     finetuning.check_config(config)
     name = finetuning.dataset_to_build(config)  # only at its default place: never the user's
     if name:
-        from albert_jax.experiments import datasets
+        from albert_jax.experiments import datasets  # only when a dataset is built
+
 
         out = config.task.prepare_dir
         print(f"building the {name} dataset in {out} (python -m finetune.prepare {name})")

@@ -17,6 +17,9 @@ Every leaf under encoder/attention (encoder/ffn) has a leading axis of length `a
 applications with all parameters broadcast into the loop; layer i picks its group's slice with
 `(i * G) // L`. One mechanism thus covers shared, grouped, partially shared and unshared layouts,
 and a shared block's gradient is accumulated across its applications inside the scan.
+
+(About 500 lines: the encoder and its two pretraining heads read best in one place; the heads that
+fine-tuning adds live in heads.py.)
 """
 
 from __future__ import annotations
