@@ -41,7 +41,6 @@ def main(argv):
     if name:
         from albert_jax.experiments import datasets  # only when a dataset is built
 
-
         out = config.task.prepare_dir
         print(f"building the {name} dataset in {out} (python -m finetune.prepare {name})")
         datasets.prepare(name, out)
