@@ -42,7 +42,7 @@ def removed_on_input_error(workdir: str):
 
 def input_errors() -> tuple[type[Exception], ...]:
     # Imported here, not at the top: every entry point loads cli first, and a pretraining run should
-    # not pay for importing the fine-tuning tasks (or an input worker for Flax) just to name errors.
+    # not import the fine-tuning tasks just to name their errors.
     from albert_jax.checkpoints.checkpoint import CheckpointError
     from albert_jax.checkpoints.errors import ConversionError
     from albert_jax.data.corpus import CorpusError

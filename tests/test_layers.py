@@ -2,9 +2,12 @@
 this tree, and an upward import or an import cycle planted in a copy of the package breaks them."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+
+import albert_jax
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINT = os.path.join(os.path.dirname(sys.executable), "lint-imports")
@@ -57,10 +60,6 @@ def test_an_import_cycle_inside_a_layer_breaks_the_contract(tmp_path):
 def test_the_public_api_still_resolves():
     """Every name `albert_jax` exports (docs/api.md imports them) resolves through the lazy export
     table to the object of that name in its new layer."""
-    import re
-
-    import albert_jax
-
     api = open(os.path.join(ROOT, "docs", "api.md"), encoding="utf-8").read()
     documented = set(re.findall(r"\w+", re.search(r"from albert_jax import \(([^)]*)\)", api)[1]))
     assert documented <= set(albert_jax.__all__), documented - set(albert_jax.__all__)
