@@ -117,11 +117,28 @@ def _override(error: BaseException) -> str | None:
     return found
 
 
+def _check_config_files() -> None:
+    """A `--config FILE` that does not exist, as one line (ml_collections defers the failed load
+    to the first use of the config, as a chained traceback). A file that exists but fails to load
+    (a syntax error) keeps its traceback: that is code to fix, at the line it shows."""
+    from ml_collections import config_flags
+
+    for name in flags.FLAGS:
+        flag = flags.FLAGS[name]
+        if not flag.present or not hasattr(flag, "config_filename"):
+            continue
+        path = config_flags.get_config_filename(flag).split(":", 1)[0]
+        if not os.path.exists(path):
+            sys.exit(report(InputError(f"--{name} {path}: no such file")))
+
+
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's flag parsing with its errors as input errors: a bad flag value (absl prints a
     FATAL line and exits 1) or an unknown config field (a bare AttributeError traceback)."""
     try:
-        return flags.FLAGS(argv)
+        argv = flags.FLAGS(argv)
+        _check_config_files()
+        return argv
     except flags.Error as e:  # its first line names the flag, its last says what is wrong
         lines = [line.strip() for line in str(e).splitlines() if line.strip()]
         sys.exit(report(InputError(": ".join(dict.fromkeys([lines[0], lines[-1]])))))

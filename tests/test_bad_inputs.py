@@ -204,6 +204,14 @@ def test_pretraining_workdir_that_is_a_file(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_config_file_that_does_not_exist_is_one_line(tmp_path):
+    line = error_line(["pretrain", "--config", "configs/pretrain/cpu_smal.py", "--workdir",
+                       str(tmp_path / "run")], ROOT)  # fmt: skip
+    assert line == "error: --config configs/pretrain/cpu_smal.py: no such file"
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
 def test_convert_and_predict_exit_as_the_others_do(tmp_path, tsv):
     line = error_line(["albert_jax.convert", str(tmp_path / "none"), str(tmp_path / "out")], ROOT)
     assert line.startswith(f"error: {tmp_path}/none")
