@@ -1,3 +1,6 @@
+import glob
+import os
+
 import pytest
 
 from albert_jax import AlbertConfig
@@ -64,7 +67,18 @@ def test_projection_presence():
     ).has_projection
 
 
-@pytest.mark.parametrize("name", ["cpu_small", "electra_small", "paper", "gpu_single", "tpu_pod"])
+PRETRAIN_CONFIGS = sorted(
+    os.path.basename(p)[:-3]
+    for p in glob.glob(os.path.join(os.path.dirname(__file__), "..", "configs", "pretrain", "*.py"))
+    if os.path.basename(p) not in ("__init__.py", "common.py")
+)
+
+
+def test_the_pretraining_configs_are_all_found():
+    assert {"cpu_small", "cpu_base", "cpu_base_domain", "paper", "tpu_pod"} <= set(PRETRAIN_CONFIGS)
+
+
+@pytest.mark.parametrize("name", PRETRAIN_CONFIGS)
 def test_every_pretraining_config_takes_the_execution_overrides(name):
     """--config.model.dtype / scan_layers / remat (docs/api.md, docs/performance.md) parse for every
     pretraining config: the command line locks the config, so an undeclared key is an error."""
