@@ -7,12 +7,12 @@ fresh, with both `--config.tokenizer=TOKDIR` and `--config.model_from=SHAPE` (a 
 workdir whose config is used, not its weights, or a preset such as albert-base), e.g.
 `--config.init=none --config.tokenizer=runs/cpu_small/model
 --config.model_from=runs/cpu_small/model`.
-tsv.py, ner.py and cloze.py choose the learning rate by model size and print it
-(`--config.optim.learning_rate` overrides). The best dev checkpoint is kept in DIR/best (our
-format, with its head and tokenizer: `python -m finetune.predict --checkpoint DIR/best`), dev and
-test predictions of it in DIR/predictions, metrics in DIR/metrics.jsonl and DIR/results.json;
-with several seeds each has its own DIR/seed_S and DIR/summary.json holds mean ± std. Rerunning
-the command resumes.
+tsv.py, ner.py and cloze.py search the learning rate on dev first (short trials over a grid by
+model size; DIR/lr_search.json; `--config.optim.learning_rate` fixes one instead). The best dev
+checkpoint is kept in DIR/best (our format, with its head and tokenizer: `python -m
+finetune.predict --checkpoint DIR/best`), dev and test predictions of it in DIR/predictions,
+metrics in DIR/metrics.jsonl and DIR/results.json; with several seeds each has its own DIR/seed_S
+and DIR/summary.json holds mean ± std. Rerunning the command resumes.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from albert_jax import cli, paths
-from albert_jax.tasks import finetuning, run
+from albert_jax.tasks import finetuning, lr_search, run
 from albert_jax.train import lock
 from albert_jax.train.metrics import log_to_file
 
@@ -37,6 +37,7 @@ def main(argv):
     # Everything checkable is checked before anything is built or written.
     cli.check_workdir(workdir)
     finetuning.check_config(config)
+    lr_search.check_config(config)
     name = finetuning.dataset_to_build(config)  # only at its default place: never the user's
     if name:
         from albert_jax.experiments import datasets  # only when a dataset is built

@@ -126,7 +126,8 @@ def test_finetuning_from_and_into_a_bucket(bucket, pretrained, files):  # noqa: 
            "--config.task.train=gs://b/data/cls_train.jsonl",
            "--config.task.dev=gs://b/data/cls_dev.jsonl", "--config.task.max_seq_length=16",
            "--config.batch_size=8", "--config.eval_batch_size=8", "--config.total_steps=4",
-           "--config.eval_every=2", "--config.progress_bar=False"]  # fmt: skip
+           "--config.eval_every=2", "--config.progress_bar=False",
+           "--config.lr_search.enabled=False"]  # fmt: skip
     out = run(cmd, cwd=cwd).stdout
     assert "layout all -> none" in out
     ft = store / "b" / "ft"

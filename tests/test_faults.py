@@ -147,7 +147,7 @@ def _finetune_cmd(pretrained, files, workdir):  # noqa: F811
         f"--config.task.dev={files}/reg_dev.jsonl", f"--config.task.test={files}/reg_test.jsonl",
         "--config.task.max_seq_length=16",
         "--config.batch_size=8", "--config.eval_batch_size=8", "--config.total_steps=8",
-        "--config.eval_every=2", "--config.progress_bar=False",
+        "--config.eval_every=2", "--config.progress_bar=False", "--config.lr_search.enabled=False",
         "--config.optim.learning_rate=1e-3", "--config.optim.lr_multipliers=",
     ]  # fmt: skip
 

@@ -155,7 +155,7 @@ def test_cli_random_init_trains_from_fresh_weights_of_the_checkpoints_shape(
         f"--config.model_from={pretrained}", f"--config.task.train={files}/cls_train.jsonl",
         f"--config.task.dev={files}/cls_dev.jsonl", "--config.task.max_seq_length=16",
         "--config.batch_size=8", "--config.eval_batch_size=8", "--config.total_steps=2",
-        "--config.progress_bar=False",
+        "--config.progress_bar=False", "--config.lr_search.enabled=False",
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -126,6 +126,7 @@ def test_cli_unshared_qa(pretrained, qa_files, tmp_path):  # noqa: F811
         "--config.task.max_seq_length=24", "--config.task.doc_stride=6",
         "--config.task.max_query_length=6", "--config.task.char_level=False",
         "--config.total_steps=2", "--config.batch_size=8", "--config.progress_bar=False",
+        "--config.lr_search.enabled=False",
     ]  # fmt: skip
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

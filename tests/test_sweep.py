@@ -531,6 +531,12 @@ def test_tiny_sweep_runs_resumes_without_redoing_and_submits(tmp_path):
     unshared = [r for r in rows if r[layout] == "all" and r[unshare] == "all"]
     assert int(unshared[0]["params_finetuned"]) > int(shared[0]["params_finetuned"])
     assert (work / "plots" / "cls_scores.png").exists()
+    # tsv.py searches the learning rate: every point (layout) its own search, in its row
+    for row in rows:
+        record = json.loads(
+            (work / "finetune" / "cls" / row["point"] / "lr_search.json").read_text()
+        )
+        assert float(row["learning_rate"]) == record["chosen"] and len(record["trials"]) == 3
 
     # rerun: nothing is redone (no file of a finished step is rewritten)
     summary = work / "finetune" / "cls" / "layout=none,unshare=all" / "summary.json"

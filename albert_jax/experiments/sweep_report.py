@@ -2,18 +2,18 @@ r"""A sweep's results: `results.csv`, `results.md` and `plots/` in the sweep dir
 
     python -m pretrain.sweep --config configs/sweeps/NAME.py --workdir DIR --report_only
 
-(also at the end of every local sweep). One CSV row per point, task and seed:
-the point's values, the parameter counts (pretrained and fine-tuned backbone), the pretraining
-run's last held-out metrics, median step time and wall time, and the seed's dev / test metrics,
-dev metric after the first epoch, step time and its run's wall time (step times: the median
-without each invocation's first, compiling interval; wall times: summed over the invocations of
-an interrupted and resumed step, a fine-tuning run's shared by its seeds). The Markdown has one
-table per task (mean ± sample std over seeds), laid out as the paper's; the plots (matplotlib)
-are the pretraining curves per run, each task's score per point with error bars, parameters
-against score, and the dev metric per epoch (the early-convergence claim). With
-`Sweep.random_init` each table has a "random init" row (the same task from random weights of the
-pretrained shape; its CSV rows have `finetune.init` = none), whose pretraining columns are blank:
-it used none.
+(also at the end of every local sweep). One CSV row per point, task and seed: the point's values,
+the parameter counts (pretrained and fine-tuned backbone), the pretraining run's last held-out
+metrics, median step time and wall time, and the seed's dev / test metrics, dev metric after the
+first epoch, the learning rate its own search chose (`albert_jax.tasks.lr_search`, blank without
+one), step time and its run's wall time (step times: the median without each invocation's first,
+compiling interval; wall times: summed over the invocations of an interrupted and resumed step, a
+fine-tuning run's shared by its seeds). The Markdown has one table per task (mean ± sample std over
+seeds), laid out as the paper's; the plots (matplotlib) are the pretraining curves per run, each
+task's score per point with error bars, parameters against score, and the dev metric per epoch (the
+early-convergence claim). With `Sweep.random_init` each table has a "random init" row (the same
+task from random weights of the pretrained shape; its CSV rows have `finetune.init` = none), whose
+pretraining columns are blank: it used none.
 """
 
 from __future__ import annotations
@@ -147,6 +147,8 @@ def collect(sweep: Sweep, workdir: str) -> list[dict[str, Any]]:
                         for k, v in res.get(split, {}).items():
                             row[f"{split}_{k}"] = v
                     row["dev_first_epoch"] = res.get("dev_first_epoch")
+                    # the rate the point's own learning-rate search chose (per layout), if any
+                    row["learning_rate"] = summary.get("lr_search", {}).get("chosen")
                     rel = os.path.relpath(os.path.join(sdir, "metrics.jsonl"), fdir)
                     row["finetune_step_s"] = steady_step_time(fdir, rel)
                     row["finetune_wall_s"] = (

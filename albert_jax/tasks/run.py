@@ -14,6 +14,7 @@ from etils import epath
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
+from albert_jax.tasks import lr_search
 from albert_jax.tasks.finetuning import (
     FRESH_HEAD,
     FinetuneData,
@@ -65,10 +66,11 @@ def auto_learning_rate(hidden_size: int) -> tuple[float, float, str]:
     return lr, m, f"hidden {hidden_size}: geometric between {lr0:g} at {h0} and {lr1:g} at {h1}"
 
 
-def resolve_learning_rate(config, model_config):
+def resolve_learning_rate(config, model_config, search: bool = False):
     """(config, line): a copy of `config` whose auto (None) `optim.learning_rate` and
     `optim.lr_multipliers` are chosen by `auto_learning_rate`, and the line saying what was
-    chosen and why (None, and `config` itself, when both are set explicitly)."""
+    chosen and why (None, and `config` itself, when both are set explicitly). `search`: the
+    rate stays None for the learning-rate search (`lr_search`); the multiplier is chosen."""
     lr, mult = config.optim.get("learning_rate"), config.optim.get("lr_multipliers")
     if lr is not None and mult is not None:
         return config, None
@@ -76,7 +78,10 @@ def resolve_learning_rate(config, model_config):
     config = config.copy_and_resolve_references()
     chosen, flags = [], []
     with config.unlocked():
-        if lr is None:
+        if lr is None and search:
+            chosen.append("learning rate searched on dev")
+            flags.append("--config.optim.learning_rate")
+        elif lr is None:
             config.optim.learning_rate = auto_lr
             chosen.append(f"learning rate {auto_lr:g}")
             flags.append("--config.optim.learning_rate")
@@ -101,26 +106,45 @@ def _run(config, workdir: str) -> dict[str, Any]:
     seeds = parse_seeds(config)
     data = FinetuneData(config)
     _print_data(data)
-    # The model's size is known now: an auto learning rate is chosen before the optimizer is built.
-    config, chosen = resolve_learning_rate(config, data.model_config)
+    # The model's size is known now: an auto learning rate is chosen (or searched for on the
+    # first seed) before the optimizer is built.
+    searching = lr_search.wanted(config)
+    config, chosen = resolve_learning_rate(config, data.model_config, search=searching)
     if chosen and jax.process_index() == 0:
         print(chosen, flush=True)
+    # Epochs count training rows (QA: windows, several per question), as the iterator does.
+    n_train = len(data.features["train"]["input_ids"])
+    searched = None
+    if searching:
+        first = _seeded(resolve_schedule(config, n_train), seeds[0])
+        fallback = auto_learning_rate(data.model_config.hidden_size)[0]
+        searched = lr_search.search(first, data, workdir, fallback)
+        config = config.copy_and_resolve_references()
+        with config.unlocked():
+            config.optim.learning_rate = searched["chosen"]
     per_seed = {}
     for seed in seeds:
-        # Epochs count training rows (QA: windows, several per question), as the iterator does.
-        c = resolve_schedule(config, len(data.features["train"]["input_ids"]))
-        with c.unlocked():
-            c.seed = seed
+        c = _seeded(resolve_schedule(config, n_train), seed)
         wd = paths.resolve(workdir if len(seeds) == 1 else paths.join(workdir, f"seed_{seed}"))
         task = make_task(c, data, wd)
+        if searched:
+            task.results_info["lr_search"] = searched
         train(c, wd, task)
         per_seed[seed] = _seed_result(wd, c)
     summary = summarize(per_seed, data)
+    if searched:
+        summary["lr_search"] = searched
     if jax.process_index() == 0:
         text = json.dumps(summary, indent=2, sort_keys=True)
         paths.write_text(paths.join(workdir, "summary.json"), text)
         print(format_summary(summary), flush=True)
     return summary
+
+
+def _seeded(config, seed: int):
+    with config.unlocked():
+        config.seed = seed
+    return config
 
 
 def _print_data(data: FinetuneData) -> None:

@@ -19,6 +19,8 @@ and the checkpoint; split apart, each piece would need the others' state passed 
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -228,6 +230,87 @@ def create_state(task, tx, mesh, rules, seed: int):
     return init, shardings, abstract
 
 
+@dataclasses.dataclass
+class CompiledTask:
+    """A task's mesh, state shardings and jitted functions: what one training run (or every
+    trial of the learning-rate search, `albert_jax.tasks.lr_search`) compiles once."""
+
+    task: Any
+    mesh: Any
+    rules: tuple
+    shardings: Any
+    abstract: Any
+    init_fn: Callable  # key -> TrainState (fresh weights)
+    step_fn: Callable  # (state, global batch) -> (state, metrics)
+    eval_fn: Callable  # (params, global batch) -> eval outputs
+
+    def scope(self):
+        """The context the jitted functions run in (the mesh and the logical axis rules)."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(jax.set_mesh(self.mesh))
+        stack.enter_context(nn.logical_axis_rules(self.rules))
+        return stack
+
+    def initial_state(self, seed: int, announce: bool = False) -> TrainState:
+        """Fresh state for `seed` with the task's pretrained weights loaded (`load_pretrained`);
+        `announce`: print what was loaded, what is new and what was dropped."""
+        task = self.task
+        state = self.init_fn(jax.random.PRNGKey(seed))
+        source = getattr(task, "pretrained_params", lambda: None)()
+        if source is None:
+            return state
+        params, report = load_pretrained(
+            state.params, source, self.shardings.params, getattr(task, "fresh_params", ())
+        )
+        if announce:
+            print(
+                f"initialized from {getattr(task, 'init_source', 'pretrained weights')}: "
+                f"loaded {len(report['loaded'])} ({_summarize(report['loaded'])}), "
+                f"new {len(report['new'])} ({_summarize(report['new'])}), dropped "
+                f"{len(report['dropped'])} ({_summarize(report['dropped'])})",
+                flush=True,
+            )
+            logging.info("pretrained weights: %s", json.dumps(report))
+        return state.replace(params=params)
+
+    def evaluate(self, params, step, split=None):
+        """The task's evaluation of `params` (`task.evaluate`), each batch through `eval_fn`."""
+
+        def run(local):
+            return to_host(self.eval_fn(params, global_batch(local, self.mesh)))
+
+        run.params = params  # for tasks that drive the model themselves (generation)
+        return self.task.evaluate(run, step, split)
+
+
+def compile_task(config, task, extra_tx: optax.GradientTransformation | None = None):
+    """The `CompiledTask` of `task` under `config` (mesh, accumulation, optimizer); `extra_tx`
+    is chained after the optimizer (the search's per-trial learning rate)."""
+    mesh = partitioning.make_mesh(tuple(config.mesh_shape))
+    accum = int(config.get("grad_accum_steps", 1))
+    check_batch(int(task.global_batch_size), accum, mesh)
+    rules = _rules(config)
+    try:
+        tx, schedule = make_optimizer(
+            config.optim, task.model_config, param_shapes(task), stacked=stacked_paths(task)
+        )
+    except ValueError as e:  # a bad optim.* value (steps, name, multipliers): one line, exit 2
+        raise TrainConfigError(f"optim: {e}") from e
+    if extra_tx is not None:
+        tx = optax.chain(tx, extra_tx)
+    init, shardings, abstract = create_state(task, tx, mesh, rules, int(config.seed))
+    batch_shard = partitioning.batch_sharding(mesh)
+    step_fn = jax.jit(
+        make_train_step(task, tx, schedule, mesh, accum),
+        in_shardings=(shardings, batch_shard),
+        out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())),
+        donate_argnums=(0,),
+    )
+    eval_fn = jax.jit(task.eval_step, in_shardings=(shardings.params, batch_shard))
+    init_fn = jax.jit(init, out_shardings=shardings)
+    return CompiledTask(task, mesh, rules, shardings, abstract, init_fn, step_fn, eval_fn)
+
+
 def global_batch(local: dict[str, np.ndarray], mesh) -> dict[str, jax.Array]:
     """Assemble the processes' local batches into global arrays sharded over ('data', 'fsdp')."""
     return {
@@ -352,61 +435,20 @@ def _train(config, workdir: str, task) -> dict[str, float]:
 
         multihost_utils.sync_global_devices("start_over")  # the others wait for the deletion
 
-    mesh = partitioning.make_mesh(tuple(config.mesh_shape))
-    accum = int(config.get("grad_accum_steps", 1))
+    run = compile_task(config, task)
+    mesh, shardings = run.mesh, run.shardings
     batch_size = int(task.global_batch_size)
-    check_batch(batch_size, accum, mesh)
-    rules = _rules(config)
-    try:
-        tx, schedule = make_optimizer(
-            config.optim, task.model_config, param_shapes(task), stacked=stacked_paths(task)
-        )
-    except ValueError as e:  # a bad optim.* value (steps, name, multipliers): one line, exit 2
-        raise TrainConfigError(f"optim: {e}") from e
-    init, shardings, abstract = create_state(task, tx, mesh, rules, int(config.seed))
-    batch_shard = partitioning.batch_sharding(mesh)
-
-    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-        step_fn = jax.jit(
-            make_train_step(task, tx, schedule, mesh, accum),
-            in_shardings=(shardings, batch_shard),
-            out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())),
-            donate_argnums=(0,),
-        )
-        eval_fn = jax.jit(task.eval_step, in_shardings=(shardings.params, batch_shard))
-
-        def evaluate(params, step, split=None):
-            def run(local):
-                return to_host(eval_fn(params, global_batch(local, mesh)))
-
-            run.params = params  # for tasks that drive the model themselves (generation)
-            return task.evaluate(run, step, split)
-
+    with run.scope():
+        step_fn, evaluate = run.step_fn, run.evaluate
         train_iter = task.train_iterator(jax.process_index(), jax.process_count())
         ckpt = Checkpointer(
             paths.join(workdir, "checkpoints"),
             keep=int(config.keep_checkpoints),
             keep_every=config.get("keep_checkpoint_every", None) or None,
         )
-        state, restored_step = ckpt.restore_latest(abstract, train_iter)
+        state, restored_step = ckpt.restore_latest(run.abstract, train_iter)
         if state is None:
-            state = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(int(config.seed)))
-            start = 0
-            source = getattr(task, "pretrained_params", lambda: None)()
-            if source is not None:
-                params, report = load_pretrained(
-                    state.params, source, shardings.params, getattr(task, "fresh_params", ())
-                )
-                state = state.replace(params=params)
-                if is_main:
-                    print(
-                        f"initialized from {getattr(task, 'init_source', 'pretrained weights')}: "
-                        f"loaded {len(report['loaded'])} ({_summarize(report['loaded'])}), "
-                        f"new {len(report['new'])} ({_summarize(report['new'])}), dropped "
-                        f"{len(report['dropped'])} ({_summarize(report['dropped'])})",
-                        flush=True,
-                    )
-                    logging.info("pretrained weights: %s", json.dumps(report))
+            state, start = run.initial_state(int(config.seed), announce=is_main), 0
         else:
             start = int(restored_step)
         if is_main:

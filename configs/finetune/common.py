@@ -34,13 +34,17 @@ def use_prepared(c, name: str, ext: str) -> None:
     c.task.update(prepare=name, prepare_dir=d)
 
 
-def use_auto_learning_rate(c) -> None:
-    """The learning rate and the head's multiplier chosen by model size once the checkpoint is
-    read (`albert_jax.tasks.run.auto_learning_rate`: hidden <= 256: 3e-4, head x10;
-    >= 768: 2e-5, x1; geometric in between) and printed; a value passed on the command line is
-    kept (`--config.optim.lr_multipliers=''`: no multiplier)."""
-    c.optim.learning_rate = config_dict.placeholder(float)  # None: auto
-    c.optim.lr_multipliers = config_dict.placeholder(str)  # None: auto
+def use_learning_rate_search(c) -> None:
+    """The learning rate searched on dev (`albert_jax.tasks.lr_search`: short trials over a
+    grid by model size, hidden <= 256: 3e-5 / 1e-4 / 3e-4; >= 768: 1e-5 / 2e-5 / 5e-5; the best
+    trial that did not collapse wins) and the head's multiplier chosen by model size
+    (`albert_jax.tasks.run.auto_learning_rate`: hidden <= 256: x10, >= 768: x1). A value passed
+    on the command line is kept and not searched (`--config.optim.lr_multipliers=''`: no
+    multiplier); `--config.lr_search.enabled=False` takes the rate by model size instead
+    (hidden <= 256: 3e-4; >= 768: 2e-5)."""
+    c.optim.learning_rate = config_dict.placeholder(float)  # None: searched (or by model size)
+    c.optim.lr_multipliers = config_dict.placeholder(str)  # None: by model size
+    c.lr_search.enabled = True
 
 
 def get_common(task_type: str) -> ml_collections.ConfigDict:
@@ -84,9 +88,13 @@ def get_common(task_type: str) -> ml_collections.ConfigDict:
     )
     c.optim = default_optim_config()
     c.optim.name = "adamw"
-    c.optim.learning_rate = 2e-5  # use_auto_learning_rate: by model size (tsv.py, ner.py, ...)
+    c.optim.learning_rate = 2e-5  # use_learning_rate_search: on dev (tsv.py, ner.py, cloze.py)
     c.optim.end_lr = 0.0
     c.optim.power = 1.0
+    # The learning-rate search (albert_jax/tasks/lr_search.py), on when the rate is left to
+    # auto (use_learning_rate_search): `grid` '' = by model size, else e.g. '1e-5,3e-5,1e-4';
+    # `budget`: all trials together, in units of the full run's steps (0.5: the run costs 1.5x).
+    c.lr_search = ml_collections.ConfigDict({"enabled": False, "grid": "", "budget": 0.5})
     c.task = ml_collections.ConfigDict(
         {
             "type": task_type,  # classification | regression | tagging

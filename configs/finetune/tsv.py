@@ -7,22 +7,25 @@ columns), e.g. GLUE-style files; `task.type=regression` for a float label (STS-B
 
 Tagging files (CoNLL) work the same way with `task.type=tagging` (see ner.py).
 
-Learning rate: chosen by the model's hidden size and printed at the start, e.g.
-`learning rate 0.0003, head lr x10 (auto: hidden 128 <= 256; ...)`. Small models (hidden <= 256,
-the project's CPU checkpoints) get 3e-4 with the fresh head (`^classifier/`) at 10x: at the
-reference's 2e-5 they stay at the label prior. Base-and-larger (hidden >= 768, the released
-checkpoints) get the papers' 2e-5 at 1x; in between both are interpolated geometrically (hidden
-384: 1.1e-4, x4.3). `--config.optim.learning_rate=X` and `--config.optim.lr_multipliers=...`
-(`''`: none) override each.
+Learning rate: searched on dev (albert_jax/tasks/lr_search.py). Before the run, short trials
+(together half the run's steps, so the run costs about 1.5x) try a grid by model size (hidden
+<= 256, the project's CPU checkpoints: 3e-5, 1e-4, 3e-4; >= 768, the released checkpoints:
+1e-5, 2e-5, 5e-5; geometric in between), each scored on dev; the best trial whose predictions
+did not collapse to one class wins, on the first seed, once for all seeds. Every trial and the
+choice are printed and written to WORKDIR/lr_search.json, results.json and summary.json. The
+fresh head (`^classifier/`) trains at 10x on small models, 1x on base-and-larger. Set
+`--config.optim.learning_rate=X` to skip the search, `--config.lr_search.grid=1e-5,3e-5` for
+other rates, `--config.lr_search.enabled=False` for the rate by model size alone (3e-4 / 2e-5),
+and `--config.optim.lr_multipliers=...` (`''`: none) for the head.
 
 A random-init control of the same task: `--config.init=none --config.tokenizer=CKPT
 --config.model_from=CKPT` (see common.py).
 """
 
-from configs.finetune.common import get_common, use_auto_learning_rate
+from configs.finetune.common import get_common, use_learning_rate_search
 
 
 def get_config(arg: str | None = None):
     c = get_common(arg or "classification")
-    use_auto_learning_rate(c)
+    use_learning_rate_search(c)
     return c

@@ -1,0 +1,244 @@
+"""The fine-tuning learning-rate search: short trials over a grid suited to the model's size,
+each scored on dev; the best trial whose predictions did not collapse gives the full run its
+learning rate.
+
+Researchers pick the fine-tuning rate on dev for every new task (the BERT and ALBERT papers from
+a small grid); a rule by model size alone fits the tasks it was chosen on and collapses the next
+one to a single class. A trial is the full run's recipe (head multiplier, warmup fraction,
+batch, dropout, data order of the first seed) compressed to `trial_steps`, decaying to 0.
+
+One compiled step serves every trial: the optimizer is built for a peak rate of 1 and its update
+is scaled by the trial's rate, which lives in the optimizer state (`scale_by_state`). Every
+update of AdamW / LAMB (decoupled weight decay included) is linear in the peak rate when the
+schedule ends at 0, so a trial at rate r is exactly a run built with r.
+
+`workdir/lr_search.json` records the settings, every finished trial and the choice: a rerun
+reuses it (a run killed mid-search resumes at the next trial), and the record is copied into
+each seed's `results.json` and the run's `summary.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from etils import epath
+
+from albert_jax import paths
+from albert_jax.tasks.finetuning import FinetuneData, FinetuneError, make_task
+from albert_jax.train.trainer import compile_task, global_batch
+
+# (hidden size, grid) at the two ends; each point is interpolated geometrically in between, as
+# the auto rate (`tasks.run.AUTO_LR`). Small models (the project's CPU checkpoints) train
+# between 3e-5 and 3e-4 with the head at 10x (1e-4 on the 4-class reviews, 3e-4 on NER); base
+# and larger take the papers' grid.
+GRIDS = ((256, (3e-5, 1e-4, 3e-4)), (768, (1e-5, 2e-5, 5e-5)))
+RECORD = "lr_search.json"
+
+
+def default_grid(hidden_size: int) -> tuple[float, ...]:
+    """The grid for a model of this hidden size (`GRIDS`)."""
+    (h0, g0), (h1, g1) = GRIDS
+    t = min(1.0, max(0.0, math.log(max(hidden_size, 1) / h0) / math.log(h1 / h0)))
+    return tuple(float(f"{a * (b / a) ** t:.2g}") for a, b in zip(g0, g1, strict=True))
+
+
+def parse_grid(value) -> tuple[float, ...]:
+    """'1e-5,3e-5' (or a sequence) -> sorted positive floats; '' -> ()."""
+    items = value.replace(" ", "").split(",") if isinstance(value, str) else list(value or ())
+    try:
+        grid = sorted({float(x) for x in items if x != ""})
+    except (TypeError, ValueError):
+        raise FinetuneError(f"lr_search.grid={value!r}: expected rates like '1e-5,3e-5'") from None
+    if any(not (math.isfinite(x) and x > 0) for x in grid):
+        raise FinetuneError(f"lr_search.grid={value!r}: every rate must be > 0")
+    return tuple(grid)
+
+
+def wanted(config) -> bool:
+    """Search when the config asks for it (`lr_search.enabled`) and leaves the rate to auto."""
+    s = config.get("lr_search", None)
+    return bool(s and s.get("enabled", False)) and config.optim.get("learning_rate") is None
+
+
+def check_config(config) -> None:
+    """What can be checked before anything is read (the entry points call it first)."""
+    s = config.get("lr_search", None)
+    if not s:
+        return
+    parse_grid(s.get("grid", ""))
+    fraction = s.get("budget", 0.5)
+    if not isinstance(fraction, int | float) or not 0 < fraction <= 10:
+        raise FinetuneError(f"lr_search.budget must be in (0, 10], got {fraction!r}")
+
+
+class ScaleState(NamedTuple):
+    scale: jax.Array  # the trial's peak learning rate
+
+
+def scale_by_state() -> optax.GradientTransformation:
+    """Multiplies updates by a scalar held in the state (set per trial, 1 at init)."""
+
+    def update_fn(updates, state, params=None):
+        del params
+        return jax.tree_util.tree_map(lambda u: u * state.scale.astype(u.dtype), updates), state
+
+    return optax.GradientTransformation(lambda p: ScaleState(jnp.ones((), jnp.float32)), update_fn)
+
+
+def trial_config(config, trial_steps: int):
+    """The full run's config (schedule resolved) compressed to `trial_steps` at a peak rate of
+    1 (the trial's rate is applied by `scale_by_state`), decaying to 0."""
+    c = config.copy_and_resolve_references()
+    with c.unlocked():
+        c.total_steps = c.optim.total_steps = trial_steps
+        c.optim.warmup_steps = int(round(float(c.warmup_fraction) * trial_steps))
+        c.optim.learning_rate, c.optim.end_lr = 1.0, 0.0
+    return c
+
+
+def settings(config, data: FinetuneData) -> dict[str, Any]:
+    """What the search depends on: a saved record with other settings is not reused."""
+    s = config.lr_search
+    grid = parse_grid(s.get("grid", "")) or default_grid(data.model_config.hidden_size)
+    total = int(config.total_steps)
+    trial_steps = max(1, int(round(float(s.get("budget", 0.5)) * total / len(grid))))
+    return {
+        "grid": list(grid),
+        "trial_steps": trial_steps,
+        "full_steps": total,
+        "seed": int(config.seed),
+        "lr_multipliers": config.optim.lr_multipliers,
+        "init": str(config.init),
+        "unshare": str(config.get("unshare", "") or ""),
+        "train": str(config.task.train),
+        "dev": str(config.task.dev),
+        "max_train_examples": int(config.get("max_train_examples", 0) or 0),
+    }
+
+
+def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[str, Any]:
+    """Runs the trials (or reuses `workdir/lr_search.json`) and returns the record:
+    {settings..., metric, mode, trials: [{learning_rate, dev, score, collapsed, finite, seconds}],
+    chosen}. `config` is the full run's, schedule resolved, seed set. When every trial collapsed
+    or diverged, `chosen` is `fallback` (the rate by model size) and `fallback` is true."""
+    main = jax.process_index() == 0
+    want = settings(config, data)
+    path = epath.Path(paths.resolve(paths.join(workdir, RECORD)))
+    record = json.loads(path.read_text()) if path.exists() else {}
+    if {k: record.get(k) for k in want} != want:
+        record = {}
+    if record.get("chosen") is not None:
+        if main:
+            print(format_record(record, reused=True), flush=True)
+        return record
+    task = make_task(trial_config(config, want["trial_steps"]), data)
+    metric, mode = task.best_metric
+    record = {**want, "metric": metric, "mode": mode, "trials": record.get("trials", [])}
+    done = {t["learning_rate"] for t in record["trials"]}
+    if main:
+        print(
+            f"learning-rate search on seed {want['seed']}: {len(want['grid'])} trials of "
+            f"{want['trial_steps']} steps (the run: {want['full_steps']}), rates "
+            f"{', '.join(f'{x:g}' for x in want['grid'])}, scored by dev {metric}",
+            flush=True,
+        )
+    todo = [lr for lr in want["grid"] if lr not in done]
+    if todo:
+        compiled = compile_task(task.config, task, extra_tx=scale_by_state())
+        with compiled.scope():
+            for lr in todo:
+                trial = _trial(compiled, task, lr, want)
+                record["trials"].append(trial)
+                record["trials"].sort(key=lambda t: t["learning_rate"])
+                if main:
+                    print("  " + format_trial(trial, metric), flush=True)
+                    paths.write_text(str(path), json.dumps(record, indent=2))
+    record["chosen"] = choose(record["trials"], mode)
+    if record["chosen"] is None:  # nothing trained in a trial's steps: the run as without search
+        record["chosen"], record["fallback"] = fallback, True
+    if main:
+        paths.write_text(str(path), json.dumps(record, indent=2))
+        if record.get("fallback"):
+            print(
+                f"warning: every trial collapsed or diverged; learning rate {fallback:g} (by "
+                "model size, as without the search). Longer trials: --config.lr_search.budget; "
+                "other rates: --config.lr_search.grid; or set --config.optim.learning_rate",
+                flush=True,
+            )
+        else:
+            print(
+                f"learning rate {record['chosen']:g} (best dev {metric} among the trials that "
+                f"trained; {RECORD})",
+                flush=True,
+            )
+    return record
+
+
+def _trial(compiled, task, lr: float, want) -> dict[str, Any]:
+    """One trial at peak rate `lr`: fresh weights, the first seed's data order, dev scored."""
+    t0 = time.perf_counter()
+    state = compiled.initial_state(want["seed"])
+    *rest, _ = state.opt_state
+    scale = jax.device_put(jnp.asarray(lr, jnp.float32), compiled.shardings.opt_state[-1].scale)
+    state = state.replace(opt_state=(*rest, ScaleState(scale)))
+    it = task.train_iterator(jax.process_index(), jax.process_count())
+    metrics = None
+    for _ in range(want["trial_steps"]):
+        state, metrics = compiled.step_fn(state, global_batch(next(it), compiled.mesh))
+    loss = float(jax.device_get(metrics["loss"]))
+    finite = bool(np.isfinite(loss))
+    values: dict[str, float] = {}
+    if finite:
+        quiet = logging.getLogger("albert_jax.tasks.finetuning")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)  # a collapsed trial is expected: the table says so
+        try:
+            values = compiled.evaluate(state.params, want["trial_steps"])
+        finally:
+            quiet.setLevel(level)
+    metric, mode = task.best_metric
+    score = values.get(metric)
+    return {
+        "learning_rate": lr,
+        "train_loss": loss if finite else None,
+        "dev": {k: float(v) for k, v in values.items()},
+        "score": None if score is None else float(score),
+        "collapsed": bool(values.get("collapsed", 0.0)),
+        "finite": finite,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+
+
+def choose(trials, mode: str) -> float | None:
+    """The rate of the best trial that trained (finite, not collapsed, scored); ties go to the
+    lower rate. None when there is none."""
+    ok = [t for t in trials if t["finite"] and not t["collapsed"] and t["score"] is not None]
+    if not ok:
+        return None
+    sign = 1.0 if mode == "max" else -1.0
+    best = max(ok, key=lambda t: (sign * t["score"], -t["learning_rate"]))
+    return best["learning_rate"]
+
+
+def format_trial(trial, metric: str) -> str:
+    lr = f"lr {trial['learning_rate']:g}: "
+    if not trial["finite"]:
+        return lr + "diverged (non-finite loss)"
+    score = "n/a" if trial["score"] is None else f"{trial['score']:.4f}"
+    what = " (collapsed: not a candidate)" if trial["collapsed"] else ""
+    return f"{lr}dev {metric} {score}{what}, {trial['seconds']:.0f} s"
+
+
+def format_record(record, reused: bool = False) -> str:
+    reuse = f", reused from {RECORD}" if reused else ""
+    head = f"learning-rate search (seed {record['seed']}{reuse}):"
+    lines = [head] + ["  " + format_trial(t, record["metric"]) for t in record["trials"]]
+    return "\n".join(lines + [f"  chosen: {record['chosen']:g}"])

@@ -1,0 +1,246 @@
+"""The fine-tuning learning-rate search: the grid by model size, the choice (never a collapsed or
+diverged trial), one compiled step for every trial and trials equal to plain runs, the record in
+lr_search.json / results.json / summary.json, one search for several seeds, resuming, and
+tagging and QA searches end to end."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from helpers import split_files_config
+from test_finetune import make_config, pretrained, sentences, write_jsonl  # noqa: F401 (a fixture)
+from test_finetune_qa import qa_config, squad_file
+
+from albert_jax.checkpoints import checkpoint
+from albert_jax.tasks import lr_search
+from albert_jax.tasks import run as runs
+from albert_jax.tasks.finetuning import FinetuneError
+from configs.finetune import cloze, ner, tsv
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOOD = ("good", "nice", "clean", "staff", "room")
+PLANTED_GRID = "1e-5,3e-3,3.0"  # stays at the prior / trains / blows up (on this task)
+
+
+@pytest.fixture(scope="module")
+def one_word(tmp_path_factory):
+    """A task that 40 steps at 3e-3 learn perfectly: one word, positive if it is in GOOD."""
+    d = tmp_path_factory.mktemp("one_word")
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 64), ("dev", 40), ("test", 11)):
+        rows = [{"text": t, "label": "pos" if t in GOOD else "neg"} for t in sentences(rng, n, 1)]
+        write_jsonl(d / f"cls_{split}.jsonl", rows)
+    return d
+
+
+def searching(config, grid=PLANTED_GRID, budget=2.0, total_steps=60):
+    config.total_steps, config.eval_every = total_steps, total_steps // 2
+    config.optim.learning_rate = None
+    config.lr_search.update(enabled=True, grid=grid, budget=budget)
+    return config
+
+
+def trial(lr, score, collapsed=False, finite=True):
+    return {"learning_rate": lr, "score": score, "collapsed": collapsed, "finite": finite}
+
+
+def test_the_grid_follows_the_model_size():
+    assert lr_search.default_grid(128) == lr_search.default_grid(256) == (3e-5, 1e-4, 3e-4)
+    assert lr_search.default_grid(768) == lr_search.default_grid(4096) == (1e-5, 2e-5, 5e-5)
+    mid = lr_search.default_grid(384)  # albert-small: geometric in between, point by point
+    assert all(
+        lo < m < hi for lo, m, hi in zip((1e-5, 2e-5, 5e-5), mid, (3e-5, 1e-4, 3e-4), strict=True)
+    )
+    assert lr_search.parse_grid("3e-4, 1e-4,1e-4") == (1e-4, 3e-4)
+
+
+def test_the_choice_is_never_a_collapsed_or_diverged_trial():
+    # The collapsed trial scores highest (the majority class beats a model that learned a
+    # little): a search on the score alone would pick it.
+    trials = [trial(1e-5, 0.61), trial(1e-4, 0.58), trial(3e-4, 0.65, collapsed=True)]
+    trials.append(trial(1e-3, None, finite=False))
+    assert lr_search.choose(trials, "max") == 1e-5
+    assert lr_search.choose(trials[1:], "max") == 1e-4
+    assert lr_search.choose([trial(1e-4, 0.5), trial(3e-5, 0.5)], "max") == 3e-5  # tie: lower
+    assert lr_search.choose([trial(1e-4, 2.0), trial(3e-4, 1.0)], "min") == 3e-4  # a loss
+    assert lr_search.choose(trials[2:], "max") is None
+
+
+@pytest.mark.parametrize(
+    "bad", [{"grid": "1e-4,abc"}, {"grid": "0,1e-4"}, {"grid": "-1e-4"}, {"budget": 0}]
+)
+def test_bad_search_settings_are_named(bad):
+    c = tsv.get_config()
+    c.lr_search.update(bad)
+    with pytest.raises(FinetuneError, match=f"lr_search.{next(iter(bad))}"):
+        lr_search.check_config(c)
+
+
+def test_the_templates_search_unless_a_rate_is_given():
+    for module in (tsv, ner, cloze):
+        c = module.get_config()
+        assert lr_search.wanted(c), module.__name__
+        c.optim.learning_rate = 1e-4  # --config.optim.learning_rate=1e-4: that rate, no search
+        assert not lr_search.wanted(c)
+    c = tsv.get_config()
+    c.lr_search.enabled = False  # the rate by model size (3e-4 at hidden <= 256)
+    assert not lr_search.wanted(c)
+
+
+def test_the_search_picks_the_trial_that_trains_once_for_all_seeds(
+    pretrained,  # noqa: F811
+    one_word,
+    tmp_path,
+    capsys,
+    monkeypatch,  # noqa: F811
+):
+    compiled = []
+    real = lr_search.compile_task
+    monkeypatch.setattr(
+        lr_search, "compile_task", lambda *a, **k: compiled.append(1) or real(*a, **k)
+    )
+    c = searching(make_config(pretrained, "classification", one_word, seeds="0,1"))
+    summary = runs.run(c, str(tmp_path))
+    out = capsys.readouterr().out
+    assert out.count("learning-rate search on seed 0: 3 trials of 40 steps") == 1
+    assert len(compiled) == 1  # one compiled step for the three trials
+    record = json.loads((tmp_path / "lr_search.json").read_text())
+    by_lr = {t["learning_rate"]: t for t in record["trials"]}
+    assert sorted(by_lr) == [1e-5, 3e-3, 3.0] and record["chosen"] == 3e-3
+    assert by_lr[1e-5]["collapsed"] and by_lr[3e-3]["score"] == 1.0
+    assert by_lr[3.0]["collapsed"] or not by_lr[3.0]["finite"]
+    assert "learning rate 0.003 (best dev accuracy" in out
+    assert summary["lr_search"] == record
+    for seed in (0, 1):  # each seed trained with the chosen rate and carries the record
+        wd = tmp_path / f"seed_{seed}"
+        assert json.loads((wd / "config.json").read_text())["optim"]["learning_rate"] == 3e-3
+        assert json.loads((wd / "results.json").read_text())["lr_search"] == record
+
+    # A trial at rate r is a plain run built with r (the rate scales the whole update).
+    plain = make_config(pretrained, "classification", one_word, total_steps=40, eval_every=40)
+    plain.optim.learning_rate = 3e-3
+    runs.run(plain, str(tmp_path / "plain"))
+    rows = [json.loads(x) for x in (tmp_path / "plain" / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in rows if r.get("split") == "train" and r["step"] == 40][0]
+    assert by_lr[3e-3]["train_loss"] == pytest.approx(last["loss"], rel=1e-4)
+
+    # Rerun: the record is reused, no trial runs again.
+    monkeypatch.setattr(lr_search, "_trial", lambda *a: pytest.fail("trial rerun"))
+    runs.run(c, str(tmp_path))
+    assert "reused from lr_search.json" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_killed_search_resumes_at_the_next_trial(pretrained, one_word, tmp_path, monkeypatch):  # noqa: F811
+    c = searching(make_config(pretrained, "classification", one_word, seeds="0"))
+    real, ran = lr_search._trial, []
+
+    def killed_after_one(compiled, task, lr, want):
+        if ran:
+            raise KeyboardInterrupt
+        ran.append(lr)
+        return real(compiled, task, lr, want)
+
+    monkeypatch.setattr(lr_search, "_trial", killed_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        runs.run(c, str(tmp_path))
+    assert [
+        t["learning_rate"] for t in json.loads((tmp_path / "lr_search.json").read_text())["trials"]
+    ] == [1e-5]
+    again = []
+    monkeypatch.setattr(lr_search, "_trial", lambda *a: again.append(a[2]) or real(*a))
+    runs.run(c, str(tmp_path))
+    assert again == [3e-3, 3.0]
+    # other settings (another grid) are a new search, not the old record
+    c.lr_search.grid = "3e-3,1e-2"
+    again.clear()
+    runs.run(c, str(tmp_path / "other"))
+    assert again == [3e-3, 1e-2]
+
+
+def test_every_trial_collapsing_falls_back_to_the_rate_by_model_size(
+    pretrained,  # noqa: F811
+    one_word,
+    tmp_path,
+    capsys,
+):
+    c = searching(make_config(pretrained, "classification", one_word), grid="1e-6,3.0")
+    summary = runs.run(c, str(tmp_path))
+    assert "warning: every trial collapsed or diverged; learning rate 0.0003" in (
+        capsys.readouterr().out
+    )
+    record = summary["lr_search"]
+    assert record["fallback"] is True and record["chosen"] == 3e-4  # hidden 32: 3e-4
+    assert json.loads((tmp_path / "config.json").read_text())["optim"]["learning_rate"] == 3e-4
+
+
+@pytest.mark.slow
+def test_a_tagging_search_runs_end_to_end(pretrained, tmp_path):  # noqa: F811
+    d = tmp_path / "tag"
+    d.mkdir()
+    rng = np.random.default_rng(1)
+    for split, n in (("train", 48), ("dev", 16), ("test", 8)):
+        with open(d / f"{split}.conll", "w") as f:
+            for t in sentences(rng, n, 3):
+                f.writelines(f"{w}\t{'B-X' if w in GOOD else 'O'}\n" for w in t.split())
+                f.write("\n")
+    c = split_files_config("tagging", pretrained, d, "conll", 40, task={"max_seq_length": 16})
+    summary = runs.run(searching(c, grid="1e-3,1e-2", budget=1.0, total_steps=40), str(tmp_path))
+    record = summary["lr_search"]
+    assert record["metric"] == "f1" and len(record["trials"]) == 2
+    assert record["chosen"] in (1e-3, 1e-2)
+    assert all("f1" in t["dev"] for t in record["trials"])
+
+
+@pytest.mark.slow
+def test_a_qa_search_runs_end_to_end(pretrained, tmp_path):  # noqa: F811
+    d = tmp_path / "qa"
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 16), ("dev", 7), ("test", 5)):
+        squad_file(d / f"{split}.json", rng, n)
+    c = searching(qa_config(pretrained, d), grid="1e-3,1e-2", budget=1.0, total_steps=8)
+    record = runs.run(c, str(tmp_path / "run"))["lr_search"]  # 16 questions: may fall back
+    assert record["metric"] == "f1" and [t["learning_rate"] for t in record["trials"]] == [
+        1e-3,
+        1e-2,
+    ]
+    assert all(t["finite"] and "exact" in t["dev"] for t in record["trials"])
+
+
+@pytest.mark.slow
+def test_cli_search_as_a_user_types_it_then_the_python_api(pretrained, one_word, tmp_path):  # noqa: F811
+    """tsv.py's default: the search runs, prints every trial and the choice; the run trains with
+    it; the files it wrote say so, and the best checkpoint predicts."""
+    files = {s: one_word / f"cls_{s}.jsonl" for s in ("train", "dev", "test")}
+    cmd = [
+        sys.executable, "-m", "finetune", "--config", "configs/finetune/tsv.py",
+        "--workdir", str(tmp_path / "run"), f"--config.init={pretrained}",
+        *(f"--config.task.{s}={f}" for s, f in files.items()),
+        "--config.task.max_seq_length=16", "--config.batch_size=8", "--config.eval_batch_size=8",
+        "--config.total_steps=60", "--config.lr_search.grid=1e-5,3e-4,3.0",
+        "--config.lr_search.budget=2", "--config.progress_bar=False",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "head lr x10, learning rate searched on dev" in out
+    assert "learning-rate search on seed 0: 3 trials of 40 steps (the run: 60)" in out
+    record = json.loads((tmp_path / "run" / "lr_search.json").read_text())
+    assert out.count("  lr ") == 3 and f"learning rate {record['chosen']:g} (best dev" in out
+    chosen = [t for t in record["trials"] if t["learning_rate"] == record["chosen"]][0]
+    assert not chosen["collapsed"] and chosen["finite"]
+    run_config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert run_config["optim"]["learning_rate"] == record["chosen"]
+    assert run_config["optim"]["lr_multipliers"] == "^classifier/=10"
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["lr_search"] == record
+    config, _ = checkpoint.load(tmp_path / "run" / "best")
+    assert config.hidden_size == 32
+    values = runs.predict_file(
+        str(tmp_path / "run" / "best"), str(files["dev"]), str(tmp_path / "p")
+    )
+    dev = json.loads((tmp_path / "run" / "results.json").read_text())["dev"]["accuracy"]
+    assert values["accuracy"] == pytest.approx(dev, rel=1e-3)
