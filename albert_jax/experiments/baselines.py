@@ -1,7 +1,7 @@
-"""Non-neural baselines on the offline datasets, printed beside every neural result
-(`python -m finetune.baseline NAME`): character TF-IDF + logistic regression (sentiment), the
-most frequent tag per word (seg), a train-entity dictionary with longest match (ner, entities),
-and each split's majority class."""
+"""Non-neural baselines on the offline datasets, printed beside every neural result (`python -m
+finetune.baseline NAME`): character TF-IDF + logistic regression (sentiment and the
+classification suite: headlines, library, poems, hsk), the most frequent tag per word (seg), a
+train-entity dictionary with longest match (ner, entities), and each split's majority class."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from albert_jax.experiments.people_daily import SPLITS
 from albert_jax.tasks import data, metrics, textgen
 
 
-def baseline_sentiment(data_dir: str | os.PathLike) -> dict:
-    """Character 1-2-gram TF-IDF + logistic regression, trained on train, scored on dev/test."""
+def baseline_tfidf(data_dir: str | os.PathLike) -> dict:
+    """Character 1-2-gram TF-IDF + logistic regression, trained on train, scored on dev/test
+    (any JSONL text classification: sentiment and the held-out suite)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
@@ -139,7 +140,8 @@ def baseline_entities(data_dir: str | os.PathLike, min_length: int = NER_MIN_LEN
 
 
 BASELINES = {
-    "sentiment": baseline_sentiment,
+    "sentiment": baseline_tfidf,
+    **dict.fromkeys(("headlines", "library", "poems", "hsk"), baseline_tfidf),
     "ner": baseline_ner,
     "entities": baseline_entities,
     "seg": lambda d: baseline_tagging(d, "BMES"),

