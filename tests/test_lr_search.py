@@ -11,8 +11,11 @@ import sys
 import numpy as np
 import pytest
 from helpers import split_files_config
-from test_finetune import make_config, pretrained, sentences, write_jsonl  # noqa: F401 (a fixture)
+from test_finetune import files, make_config, pretrained, sentences, write_jsonl  # noqa: F401
+from test_finetune_choice import choice_config, race  # noqa: F401 (a fixture)
 from test_finetune_qa import qa_config, squad_file
+from test_finetune_relation import re_config, re_files  # noqa: F401 (a fixture)
+from test_finetune_seq2seq import s2s_config, s2s_files  # noqa: F401 (a fixture)
 
 from albert_jax.checkpoints import checkpoint
 from albert_jax.tasks import lr_search
@@ -215,11 +218,11 @@ def test_a_qa_search_runs_end_to_end(pretrained, tmp_path):  # noqa: F811
 def test_cli_search_as_a_user_types_it_then_the_python_api(pretrained, one_word, tmp_path):  # noqa: F811
     """tsv.py's default: the search runs, prints every trial and the choice; the run trains with
     it; the files it wrote say so, and the best checkpoint predicts."""
-    files = {s: one_word / f"cls_{s}.jsonl" for s in ("train", "dev", "test")}
+    paths = {s: one_word / f"cls_{s}.jsonl" for s in ("train", "dev", "test")}
     cmd = [
         sys.executable, "-m", "finetune", "--config", "configs/finetune/tsv.py",
         "--workdir", str(tmp_path / "run"), f"--config.init={pretrained}",
-        *(f"--config.task.{s}={f}" for s, f in files.items()),
+        *(f"--config.task.{s}={f}" for s, f in paths.items()),
         "--config.task.max_seq_length=16", "--config.batch_size=8", "--config.eval_batch_size=8",
         "--config.total_steps=60", "--config.lr_search.grid=1e-5,3e-4,3.0",
         "--config.lr_search.budget=2", "--config.progress_bar=False",
@@ -240,7 +243,35 @@ def test_cli_search_as_a_user_types_it_then_the_python_api(pretrained, one_word,
     config, _ = checkpoint.load(tmp_path / "run" / "best")
     assert config.hidden_size == 32
     values = runs.predict_file(
-        str(tmp_path / "run" / "best"), str(files["dev"]), str(tmp_path / "p")
+        str(tmp_path / "run" / "best"), str(paths["dev"]), str(tmp_path / "p")
     )
     dev = json.loads((tmp_path / "run" / "results.json").read_text())["dev"]["accuracy"]
     assert values["accuracy"] == pytest.approx(dev, rel=1e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["regression", "multiple_choice", "seq2seq", "relation"])
+def test_every_other_task_type_searches(
+    kind,
+    pretrained,  # noqa: F811
+    files,  # noqa: F811
+    race,  # noqa: F811
+    s2s_files,  # noqa: F811
+    re_files,  # noqa: F811
+    tmp_path,
+):
+    """The search drives each task's own evaluation (choice over options, generation, triples)."""
+    config = {
+        "regression": lambda: make_config(pretrained, "regression", files),
+        "multiple_choice": lambda: choice_config(pretrained, race),
+        "seq2seq": lambda: s2s_config(pretrained, s2s_files),
+        "relation": lambda: re_config(pretrained, re_files),
+    }[kind]()
+    summary = runs.run(
+        searching(config, grid="1e-3,1e-2", budget=1.0, total_steps=4), str(tmp_path)
+    )
+    record = summary["lr_search"]
+    assert [t["learning_rate"] for t in record["trials"]] == [1e-3, 1e-2]
+    assert all(record["metric"] in t["dev"] for t in record["trials"])  # scored on dev
+    assert record["chosen"] in (1e-3, 1e-2, 3e-4)  # a trial's, or the fallback by model size
+    assert json.loads((tmp_path / "results.json").read_text())["lr_search"] == record
