@@ -316,7 +316,12 @@ def documented_overrides(path):
 
 def config_for(path):
     if "/configs/" in path:
-        return path if not path.endswith(("__init__.py", "common.py")) else None
+        if path.endswith(("__init__.py", "common.py")):
+            return None
+        # a config taking an argument (suite.py:NAME): as its docstring's first command names it
+        rel = re.escape(os.path.relpath(path, ROOT))
+        with_arg = re.search(rf"--config {rel}:([\w-]+)", open(path, encoding="utf-8").read())
+        return f"{path}:{with_arg.group(1)}" if with_arg else path
     if "/finetune/" in path:
         return os.path.join(ROOT, "configs", "finetune", "sentiment.py")
     return CPU_SMALL
