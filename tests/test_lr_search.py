@@ -164,6 +164,7 @@ def test_a_killed_search_resumes_at_the_next_trial(pretrained, one_word, tmp_pat
     assert again == [3e-3, 1e-2]
 
 
+@pytest.mark.slow
 def test_every_trial_collapsing_falls_back_to_the_rate_by_model_size(
     pretrained,  # noqa: F811
     one_word,
@@ -230,7 +231,7 @@ def test_cli_search_as_a_user_types_it_then_the_python_api(pretrained, one_word,
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     out = proc.stdout
-    assert "head lr x10, learning rate searched on dev" in out
+    assert "learning rate searched on dev, head lr x10 (auto: hidden 32 <= 256" in out
     assert "learning-rate search on seed 0: 3 trials of 40 steps (the run: 60)" in out
     record = json.loads((tmp_path / "run" / "lr_search.json").read_text())
     assert out.count("  lr ") == 3 and f"learning rate {record['chosen']:g} (best dev" in out
