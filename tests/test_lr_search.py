@@ -225,7 +225,7 @@ def test_cli_search_as_a_user_types_it_then_the_python_api(pretrained, one_word,
         "--workdir", str(tmp_path / "run"), f"--config.init={pretrained}",
         *(f"--config.task.{s}={f}" for s, f in paths.items()),
         "--config.task.max_seq_length=16", "--config.batch_size=8", "--config.eval_batch_size=8",
-        "--config.total_steps=60", "--config.lr_search.grid=1e-5,3e-4,3.0",
+        "--config.total_steps=60", "--config.lr_search.grid=1e-5,1e-3,3.0",
         "--config.lr_search.budget=2", "--config.progress_bar=False",
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
