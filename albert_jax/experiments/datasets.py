@@ -59,14 +59,10 @@ def build_sentiment(out_dir: str) -> dict:
     for label in ("pos", "neg"):
         for text in texts[label] - conflicts:
             by_split[split_of(text)].append((hashlib.md5(text.encode()).hexdigest(), text, label))
-    split_stats = {}
-    for split, rows in by_split.items():
-        rows.sort()
-        with open(os.path.join(out_dir, f"{split}.jsonl"), "w", encoding="utf-8") as f:
-            for _, text, label in rows:
-                f.write(json.dumps({"text": text, "label": label}, ensure_ascii=False) + "\n")
-        counts = collections.Counter(label for _, _, label in rows)
-        split_stats[split] = {"examples": len(rows), "pos": counts["pos"], "neg": counts["neg"]}
+    split_stats = {
+        split: {"examples": len(rows), "pos": counts["pos"], "neg": counts["neg"]}
+        for split, (rows, counts) in package_datasets.write_splits(out_dir, by_split).items()
+    }
     stats = {
         "dataset": "sentiment",
         "sources": sources,

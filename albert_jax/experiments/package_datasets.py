@@ -124,6 +124,20 @@ def read_member(name: str, member: str) -> tuple[bytes, dict]:
         return f.read(), {**source, "file": member}
 
 
+def write_splits(out_dir: str, by_split: dict[str, list]) -> dict[str, tuple[list, dict]]:
+    """Writes each split's (md5, text, label) rows, sorted, as `SPLIT.jsonl` ({"text",
+    "label"}); returns {split: (sorted rows, label counts)}."""
+    os.makedirs(out_dir, exist_ok=True)
+    out = {}
+    for split, items in by_split.items():
+        items = sorted(items)
+        with open(os.path.join(out_dir, f"{split}.jsonl"), "w", encoding="utf-8") as f:
+            for _, text, label in items:
+                f.write(json.dumps({"text": text, "label": label}, ensure_ascii=False) + "\n")
+        out[split] = (items, collections.Counter(label for _, _, label in items))
+    return out
+
+
 def write_classification(out_dir: str, name: str, rows: Iterable[tuple[str, str]], sources):
     """{train,dev,test}.jsonl of (text, label) rows split by the text's MD5, sorted by it within
     a split; duplicates collapsed, texts under two labels dropped. Returns the stats."""
@@ -139,15 +153,9 @@ def write_classification(out_dir: str, name: str, rows: Iterable[tuple[str, str]
         if len(ls) == 1:
             md5 = hashlib.md5(text.encode()).hexdigest()
             by_split[split_of(text)].append((md5, text, next(iter(ls))))
-    os.makedirs(out_dir, exist_ok=True)
     split_stats = {}
-    for split, items in by_split.items():
-        items.sort()
-        with open(os.path.join(out_dir, f"{split}.jsonl"), "w", encoding="utf-8") as f:
-            for _, text, label in items:
-                f.write(json.dumps({"text": text, "label": label}, ensure_ascii=False) + "\n")
+    for split, (items, counts) in write_splits(out_dir, by_split).items():
         lengths = sorted(len(t) for _, t, _ in items)
-        counts = collections.Counter(label for _, _, label in items)
         split_stats[split] = {
             "examples": len(items),
             "labels": dict(sorted(counts.items())),
