@@ -122,6 +122,19 @@ def test_the_search_picks_the_trial_that_trains_once_for_all_seeds(
         assert json.loads((wd / "config.json").read_text())["optim"]["learning_rate"] == 3e-3
         assert json.loads((wd / "results.json").read_text())["lr_search"] == record
 
+
+@pytest.mark.slow
+def test_a_trial_is_a_plain_run_at_its_rate_and_a_rerun_reuses_the_search(
+    pretrained,  # noqa: F811
+    one_word,
+    tmp_path,
+    capsys,
+    monkeypatch,
+):
+    c = searching(make_config(pretrained, "classification", one_word))
+    runs.run(c, str(tmp_path))
+    record = json.loads((tmp_path / "lr_search.json").read_text())
+    by_lr = {t["learning_rate"]: t for t in record["trials"]}
     # A trial at rate r is a plain run built with r (the rate scales the whole update).
     plain = make_config(pretrained, "classification", one_word, total_steps=40, eval_every=40)
     plain.optim.learning_rate = 3e-3
