@@ -118,9 +118,10 @@ def settings(config, data: FinetuneData) -> dict[str, Any]:
         "lr_multipliers": config.optim.lr_multipliers,
         "init": str(config.init),
         "unshare": str(config.get("unshare", "") or ""),
-        "train": str(config.task.train),
-        "dev": str(config.task.dev),
         "max_train_examples": int(config.get("max_train_examples", 0) or 0),
+        "batch_size": int(config.batch_size),
+        # every task setting (files, lengths, labels), as JSON reads it back
+        "task": json.loads(json.dumps(config.task.to_dict(), default=str)),
     }
 
 
