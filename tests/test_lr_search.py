@@ -73,7 +73,8 @@ def test_the_choice_is_never_a_collapsed_or_diverged_trial():
 
 
 @pytest.mark.parametrize(
-    "bad", [{"grid": "1e-4,abc"}, {"grid": "0,1e-4"}, {"grid": "-1e-4"}, {"budget": 0}]
+    "bad",
+    [{"grid": "1e-4,abc"}, {"grid": "0,1e-4"}, {"grid": "-1e-4"}, {"budget": 0}, {"retries": -1}],
 )
 def test_bad_search_settings_are_named(bad):
     c = tsv.get_config()
@@ -123,6 +124,25 @@ def test_the_search_picks_the_trial_that_trains_once_for_all_seeds(
         assert json.loads((wd / "results.json").read_text())["lr_search"] == record
 
 
+def test_trials_too_short_to_leave_the_prior_run_again_longer(
+    pretrained,  # noqa: F811
+    one_word,
+    tmp_path,
+    capsys,
+):
+    # 3e-3 learns the one-word task in 16 steps; at 6 and 12 it still predicts the prior.
+    c = searching(make_config(pretrained, "classification", one_word), grid="3e-3", budget=0.1)
+    record = runs.run(c, str(tmp_path))["lr_search"]
+    steps = [(t["steps"], t["collapsed"]) for t in record["trials"]]
+    assert steps == [(6, True), (12, True), (24, False)] and record["chosen"] == 3e-3
+    out = capsys.readouterr().out
+    assert "every trial collapsed: again at 12 steps" in out and "again at 24 steps" in out
+    # without retries the same search falls back to the rate by model size
+    c.lr_search.retries = 0
+    record = runs.run(c, str(tmp_path / "none"))["lr_search"]
+    assert len(record["trials"]) == 1 and record["fallback"] and record["chosen"] == 3e-4
+
+
 @pytest.mark.slow
 def test_a_trial_is_a_plain_run_at_its_rate_and_a_rerun_reuses_the_search(
     pretrained,  # noqa: F811
@@ -154,11 +174,11 @@ def test_a_killed_search_resumes_at_the_next_trial(pretrained, one_word, tmp_pat
     c = searching(make_config(pretrained, "classification", one_word, seeds="0"))
     real, ran = lr_search._trial, []
 
-    def killed_after_one(compiled, task, lr, want):
+    def killed_after_one(compiled, task, lr, steps, seed):
         if ran:
             raise KeyboardInterrupt
         ran.append(lr)
-        return real(compiled, task, lr, want)
+        return real(compiled, task, lr, steps, seed)
 
     monkeypatch.setattr(lr_search, "_trial", killed_after_one)
     with pytest.raises(KeyboardInterrupt):
@@ -207,7 +227,8 @@ def test_a_tagging_search_runs_end_to_end(pretrained, tmp_path):  # noqa: F811
     c = split_files_config("tagging", pretrained, d, "conll", 40, task={"max_seq_length": 16})
     summary = runs.run(searching(c, grid="1e-3,1e-2", budget=1.0, total_steps=40), str(tmp_path))
     record = summary["lr_search"]
-    assert record["metric"] == "f1" and len(record["trials"]) == 2
+    first = [t for t in record["trials"] if t["steps"] == 20]
+    assert record["metric"] == "f1" and len(first) == 2
     assert record["chosen"] in (1e-3, 1e-2)
     assert all("f1" in t["dev"] for t in record["trials"])
 
@@ -221,10 +242,8 @@ def test_a_qa_search_runs_end_to_end(pretrained, tmp_path):  # noqa: F811
         squad_file(d / f"{split}.json", rng, n)
     c = searching(qa_config(pretrained, d), grid="1e-3,1e-2", budget=1.0, total_steps=8)
     record = runs.run(c, str(tmp_path / "run"))["lr_search"]  # 16 questions: may fall back
-    assert record["metric"] == "f1" and [t["learning_rate"] for t in record["trials"]] == [
-        1e-3,
-        1e-2,
-    ]
+    first = [t["learning_rate"] for t in record["trials"] if t["steps"] == 4]
+    assert record["metric"] == "f1" and first == [1e-3, 1e-2]
     assert all(t["finite"] and "exact" in t["dev"] for t in record["trials"])
 
 
@@ -285,7 +304,7 @@ def test_every_other_task_type_searches(
         searching(config, grid="1e-3,1e-2", budget=1.0, total_steps=4), str(tmp_path)
     )
     record = summary["lr_search"]
-    assert [t["learning_rate"] for t in record["trials"]] == [1e-3, 1e-2]
+    assert [t["learning_rate"] for t in record["trials"] if t["steps"] == 2] == [1e-3, 1e-2]
     assert all(record["metric"] in t["dev"] for t in record["trials"])  # scored on dev
     assert record["chosen"] in (1e-3, 1e-2, 3e-4)  # a trial's, or the fallback by model size
     assert json.loads((tmp_path / "results.json").read_text())["lr_search"] == record

@@ -1,13 +1,13 @@
 """The fine-tuning learning-rate search: short trials over a grid suited to the model's size,
 each scored on dev; the best trial whose predictions did not collapse gives the full run its
-learning rate.
+learning rate. When every trial collapsed, the trials were too short: they run again, longer.
 
 Researchers pick the fine-tuning rate on dev for every new task (the BERT and ALBERT papers from
 a small grid); a rule by model size alone fits the tasks it was chosen on and collapses the next
 one to a single class. A trial is the full run's recipe (head multiplier, warmup fraction,
 batch, dropout, data order of the first seed) compressed to `trial_steps`, decaying to 0.
 
-One compiled step serves every trial: the optimizer is built for a peak rate of 1 and its update
+One compiled step serves every trial of a length: the optimizer is built for a peak rate of 1 and its update
 is scaled by the trial's rate, which lives in the optimizer state (`scale_by_state`). Every
 update of AdamW / LAMB (decoupled weight decay included) is linear in the peak rate when the
 schedule ends at 0, so a trial at rate r is exactly a run built with r.
@@ -77,6 +77,9 @@ def check_config(config) -> None:
     fraction = s.get("budget", 0.5)
     if not isinstance(fraction, int | float) or not 0 < fraction <= 10:
         raise FinetuneError(f"lr_search.budget must be in (0, 10], got {fraction!r}")
+    retries = s.get("retries", 2)
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise FinetuneError(f"lr_search.retries must be an integer >= 0, got {retries!r}")
 
 
 class ScaleState(NamedTuple):
@@ -113,6 +116,7 @@ def settings(config, data: FinetuneData) -> dict[str, Any]:
     return {
         "grid": list(grid),
         "trial_steps": trial_steps,
+        "retries": int(s.get("retries", 2)),
         "full_steps": total,
         "seed": int(config.seed),
         "lr_multipliers": config.optim.lr_multipliers,
@@ -127,9 +131,14 @@ def settings(config, data: FinetuneData) -> dict[str, Any]:
 
 def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[str, Any]:
     """Runs the trials (or reuses `workdir/lr_search.json`) and returns the record:
-    {settings..., metric, mode, trials: [{learning_rate, dev, score, collapsed, finite, seconds}],
-    chosen}. `config` is the full run's, schedule resolved, seed set. When every trial collapsed
-    or diverged, `chosen` is `fallback` (the rate by model size) and `fallback` is true."""
+    {settings..., metric, mode, trials: [{learning_rate, steps, dev, score, collapsed, finite,
+    seconds}], chosen}. `config` is the full run's, schedule resolved, seed set.
+
+    When every trial of a round collapsed, the round was too short for the model to leave the
+    label prior (on hsk, half an epoch: every rate; one epoch: 1e-4 trains): the collapsed rates
+    run again at twice the length, at most `lr_search.retries` times and never past the run's
+    length. When none ever trained, `chosen` is `fallback` (the rate by model size) and
+    `fallback` is true."""
     main = jax.process_index() == 0
     want = settings(config, data)
     path = epath.Path(paths.resolve(paths.join(workdir, RECORD)))
@@ -140,10 +149,9 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
         if main:
             print(format_record(record, reused=True), flush=True)
         return record
-    task = make_task(trial_config(config, want["trial_steps"]), data)
-    metric, mode = task.best_metric
+    metric, mode = make_task(config, data).best_metric
     record = {**want, "metric": metric, "mode": mode, "trials": record.get("trials", [])}
-    done = {t["learning_rate"] for t in record["trials"]}
+    done = {(t["learning_rate"], t["steps"]) for t in record["trials"]}
     if main:
         print(
             f"learning-rate search on seed {want['seed']}: {len(want['grid'])} trials of "
@@ -151,19 +159,30 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
             f"{', '.join(f'{x:g}' for x in want['grid'])}, scored by dev {metric}",
             flush=True,
         )
-    todo = [lr for lr in want["grid"] if lr not in done]
-    if todo:
-        compiled = compile_task(task.config, task, extra_tx=scale_by_state())
-        with compiled.scope():
-            for lr in todo:
-                trial = _trial(compiled, task, lr, want)
-                record["trials"].append(trial)
-                record["trials"].sort(key=lambda t: t["learning_rate"])
-                if main:
-                    print("  " + format_trial(trial, metric), flush=True)
-                    paths.write_text(str(path), json.dumps(record, indent=2))
-    record["chosen"] = choose(record["trials"], mode)
-    if record["chosen"] is None:  # nothing trained in a trial's steps: the run as without search
+    rates, steps = want["grid"], want["trial_steps"]
+    for round_ in range(want["retries"] + 1):
+        if round_:
+            if main:
+                print(f"  every trial collapsed: again at {steps} steps", flush=True)
+        todo = [lr for lr in rates if (lr, steps) not in done]
+        if todo:  # one compiled step per trial length: the rate lives in the optimizer state
+            task = make_task(trial_config(config, steps), data)
+            compiled = compile_task(task.config, task, extra_tx=scale_by_state())
+            with compiled.scope():
+                for lr in todo:
+                    trial = _trial(compiled, task, lr, steps, want["seed"])
+                    record["trials"].append(trial)
+                    record["trials"].sort(key=lambda t: (t["steps"], t["learning_rate"]))
+                    if main:
+                        print("  " + format_trial(trial, metric), flush=True)
+                        paths.write_text(str(path), json.dumps(record, indent=2))
+        this = [t for t in record["trials"] if t["steps"] == steps]
+        record["chosen"] = choose(this, mode)
+        rates = [t["learning_rate"] for t in this if t["finite"] and t["collapsed"]]
+        if record["chosen"] is not None or not rates or steps >= want["full_steps"]:
+            break
+        steps = min(2 * steps, want["full_steps"])
+    if record["chosen"] is None:  # nothing trained in any trial: the run as without search
         record["chosen"], record["fallback"] = fallback, True
     if main:
         paths.write_text(str(path), json.dumps(record, indent=2))
@@ -183,16 +202,17 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
     return record
 
 
-def _trial(compiled, task, lr: float, want) -> dict[str, Any]:
-    """One trial at peak rate `lr`: fresh weights, the first seed's data order, dev scored."""
+def _trial(compiled, task, lr: float, steps: int, seed: int) -> dict[str, Any]:
+    """One trial at peak rate `lr` for `steps`: fresh weights, the seed's data order, dev
+    scored."""
     t0 = time.perf_counter()
-    state = compiled.initial_state(want["seed"])
+    state = compiled.initial_state(seed)
     *rest, _ = state.opt_state
     scale = jax.device_put(jnp.asarray(lr, jnp.float32), compiled.shardings.opt_state[-1].scale)
     state = state.replace(opt_state=(*rest, ScaleState(scale)))
     it = task.train_iterator(jax.process_index(), jax.process_count())
     metrics = None
-    for _ in range(want["trial_steps"]):
+    for _ in range(steps):
         state, metrics = compiled.step_fn(state, global_batch(next(it), compiled.mesh))
     loss = float(jax.device_get(metrics["loss"]))
     finite = bool(np.isfinite(loss))
@@ -202,13 +222,14 @@ def _trial(compiled, task, lr: float, want) -> dict[str, Any]:
         level = quiet.level
         quiet.setLevel(logging.ERROR)  # a collapsed trial is expected: the table says so
         try:
-            values = compiled.evaluate(state.params, want["trial_steps"])
+            values = compiled.evaluate(state.params, steps)
         finally:
             quiet.setLevel(level)
     metric, mode = task.best_metric
     score = values.get(metric)
     return {
         "learning_rate": lr,
+        "steps": steps,
         "train_loss": loss if finite else None,
         "dev": {k: float(v) for k, v in values.items()},
         "score": None if score is None else float(score),
@@ -230,7 +251,7 @@ def choose(trials, mode: str) -> float | None:
 
 
 def format_trial(trial, metric: str) -> str:
-    lr = f"lr {trial['learning_rate']:g}: "
+    lr = f"lr {trial['learning_rate']:g} ({trial['steps']} steps): "
     if not trial["finite"]:
         return lr + "diverged (non-finite loss)"
     score = "n/a" if trial["score"] is None else f"{trial['score']:.4f}"

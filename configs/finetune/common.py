@@ -93,8 +93,12 @@ def get_common(task_type: str) -> ml_collections.ConfigDict:
     c.optim.power = 1.0
     # The learning-rate search (albert_jax/tasks/lr_search.py), on when the rate is left to
     # auto (use_learning_rate_search): `grid` '' = by model size, else e.g. '1e-5,3e-5,1e-4';
-    # `budget`: all trials together, in units of the full run's steps (0.5: the run costs 1.5x).
-    c.lr_search = ml_collections.ConfigDict({"enabled": False, "grid": "", "budget": 0.5})
+    # `budget`: all trials together, in units of the full run's steps (0.5: the run costs 1.5x);
+    # `retries`: when every trial collapsed, run them again at twice the length, at most this
+    # many times (chosen on hsk: half an epoch left every rate at the prior, one epoch did not).
+    c.lr_search = ml_collections.ConfigDict(
+        {"enabled": False, "grid": "", "budget": 0.5, "retries": 2}
+    )
     c.task = ml_collections.ConfigDict(
         {
             "type": task_type,  # classification | regression | tagging
