@@ -42,6 +42,7 @@ def faults_per_call(**env) -> float:
     return float(out.stdout.split()[-1])
 
 
+@pytest.mark.slow  # the default suite's time; CI runs it
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_entry_points_reuse_freed_host_memory_instead_of_faulting_it_in_again():
     system = faults_per_call(**{cli.MALLOC_ENV: "system"})

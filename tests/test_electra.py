@@ -110,6 +110,7 @@ def grads_of(task, params, term):
     return flat(jax.grad(f)(params))
 
 
+@pytest.mark.slow  # the default suite's time; CI runs it
 def test_discriminator_loss_sends_no_gradient_into_the_generator():
     """Sampling is not differentiated: the discriminator term's gradient is exactly zero on
     every generator leaf (and not on the discriminator); the generator's MLM term reaches no

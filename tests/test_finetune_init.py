@@ -144,6 +144,7 @@ def test_random_init_needs_a_tokenizer_and_a_shape(pretrained, files, tmp_path):
     assert not os.path.exists(tmp_path / "run" / "checkpoints")
 
 
+@pytest.mark.slow  # the default suite's time; CI runs it
 def test_cli_random_init_trains_from_fresh_weights_of_the_checkpoints_shape(
     pretrained, files, tmp_path
 ):

@@ -171,6 +171,7 @@ def test_text_directory_pretrains_from_the_command_line(texts, tmp_path):
     assert last.startswith("error: the tokenizer in") and "docs.jsonl" in last
 
 
+@pytest.mark.slow  # the default suite's time; CI runs it
 def test_jsonl_with_a_tokenizer_model_one_epoch_streamed_and_pretrained(texts, tmp_path):
     tok_dir = tmp_path / "tok"
     out = run(["-m", "pretrain.tokenizer", "--input", "docs.jsonl", "--format", "jsonl",
@@ -617,6 +618,7 @@ def test_degenerate_sentence_pairs_are_detected(documents, texts, tmp_path):
     assert pair_warning(sop, one) is not None
 
 
+@pytest.mark.slow  # the default suite's time; CI runs it
 def test_degenerate_pairs_warning_from_prepare_inspect_and_pretrain(documents, tmp_path):
     """The three commands a user runs on a one-sentence-per-document corpus each print the
     warning once (stderr); inspect_data with single_segment='split' does not."""

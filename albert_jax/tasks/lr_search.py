@@ -7,10 +7,11 @@ a small grid); a rule by model size alone fits the tasks it was chosen on and co
 one to a single class. A trial is the full run's recipe (head multiplier, warmup fraction,
 batch, dropout, data order of the first seed) compressed to `trial_steps`, decaying to 0.
 
-One compiled step serves every trial of a length: the optimizer is built for a peak rate of 1 and its update
-is scaled by the trial's rate, which lives in the optimizer state (`scale_by_state`). Every
-update of AdamW / LAMB (decoupled weight decay included) is linear in the peak rate when the
-schedule ends at 0, so a trial at rate r is exactly a run built with r.
+One compiled step serves every trial of a length: the optimizer is built for a peak rate of 1
+and its update is scaled by the trial's rate, which lives in the optimizer state
+(`scale_by_state`). Every update of AdamW / LAMB (decoupled weight decay included) is linear
+in the peak rate when the schedule ends at 0, so a trial at rate r is exactly a run built
+with r.
 
 `workdir/lr_search.json` records the settings, every finished trial and the choice: a rerun
 reuses it (a run killed mid-search resumes at the next trial), and the record is copied into
