@@ -5,11 +5,13 @@ Welch's t-test over seeds.
       --baseline runs/sentiment_baseline.json
 
 Each RUN is a `python -m finetune --config.seeds=...` workdir (its `summary.json`); a row gives the
-metric's mean ± sample std over seeds on dev (best checkpoint) and test, the per-seed test
-values, and, against the control run (default: the first random-init run given, else the first
-run), the difference of the test means with Welch's t and two-sided p (scipy). `--baseline`
-adds the rows of a `python -m finetune.baseline` JSON line (the non-neural baseline and, for
-classification, the majority class). Prints Markdown; `--json` also writes the numbers.
+learning rate (searched on dev, or the fallback by model size, when `lr_search` chose it), the seeds
+whose dev or test predictions collapsed to one class, the metric's mean ± sample std over seeds on
+dev (best checkpoint) and test, the per-seed test values, and, against the control run (default: the
+first random-init run given, else the first run), the difference of the test means with Welch's t
+and two-sided p (scipy). `--baseline` adds the rows of a `python -m finetune.baseline` JSON line
+(the non-neural baseline and, for classification, the majority class). Prints Markdown; `--json`
+also writes the numbers.
 """
 
 from __future__ import annotations
@@ -43,15 +45,34 @@ def load_run(workdir: str) -> dict:
         for split in ("dev", "test"):
             if metric not in per_seed[s].get(split, {}):
                 raise CompareError(f"{path}: seed {s} has no {split} {metric!r}")
+    collapsed = [
+        int(s) for s in seeds if any(per_seed[s][x].get("collapsed") for x in ("dev", "test"))
+    ]
     return {
         "run": os.path.normpath(workdir),
         "metric": metric,
+        "learning_rate": _learning_rate(workdir, summary, seeds),
+        "collapsed": collapsed,
         "random_init": bool(summary.get("random_init")),
         "layout": summary.get("layout", ""),
         "seeds": [int(s) for s in seeds],
         "dev": [per_seed[s]["dev"][metric] for s in seeds],
         "test": [per_seed[s]["test"][metric] for s in seeds],
     }
+
+
+def _learning_rate(workdir: str, summary: dict, seeds: list[str]) -> str:
+    """'1e-4 (searched)' / '3e-4 (fallback)' from the search's record, else the run's config."""
+    search = summary.get("lr_search")
+    if search:
+        return f"{search['chosen']:g} ({'fallback' if search.get('fallback') else 'searched'})"
+    for d in (workdir, *(os.path.join(workdir, f"seed_{s}") for s in seeds)):
+        try:
+            with open(os.path.join(d, "config.json")) as f:
+                return f"{json.load(f)['optim']['learning_rate']:g}"
+        except (OSError, KeyError, TypeError, ValueError):
+            continue
+    return ""
 
 
 def compare(runs: list[dict], control: dict) -> list[dict]:
@@ -79,8 +100,8 @@ def markdown(rows: list[dict], control: dict, baseline: dict | None) -> str:
         f"{metric} (%), mean ± sample std over seeds; Welch's t-test on test against "
         f"{control['run']}",
         "",
-        "| run | init | seeds | dev | test | per-seed test | diff | t | p |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| run | init | lr | seeds | collapsed | dev | test | per-seed test | diff | t | p |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         init = "random" if r["random_init"] else f"pretrained ({r['layout']})"
@@ -89,13 +110,14 @@ def markdown(rows: list[dict], control: dict, baseline: dict | None) -> str:
         else:
             vs = "(control) | | "
         out.append(
-            f"| {r['run']} | {init} | {len(r['seeds'])} | {_pct(r['dev_mean'])} ± "
+            f"| {r['run']} | {init} | {r['learning_rate']} | {len(r['seeds'])} | "
+            f"{len(r['collapsed'])} | {_pct(r['dev_mean'])} ± "
             f"{_pct(r['dev_std'])} | {_pct(r['test_mean'])} ± {_pct(r['test_std'])} | "
             f"{', '.join(_pct(x) for x in r['test'])} | {vs} |"
         )
     for name, res in (baseline or {}).items():
         out.append(
-            f"| {name} | | | {_pct(res['dev'][metric])} | {_pct(res['test'][metric])} | | | | |"
+            f"| {name} | | | | | {_pct(res['dev'][metric])} | {_pct(res['test'][metric])} | | | | |"
         )
     return "\n".join(out)
 

@@ -11,7 +11,7 @@ from scipy import stats
 from finetune import compare
 
 
-def _run(tmp_path, name, dev, test, random_init=False, metric="accuracy"):
+def _run(tmp_path, name, dev, test, random_init=False, metric="accuracy", **extra):
     wd = tmp_path / name
     wd.mkdir()
     per_seed = {
@@ -19,7 +19,7 @@ def _run(tmp_path, name, dev, test, random_init=False, metric="accuracy"):
         for s, (d, t) in enumerate(zip(dev, test, strict=True))
     }
     summary = {"metric": metric, "per_seed": per_seed, "random_init": random_init,
-               "layout": "all"}  # fmt: skip
+               "layout": "all", **extra}  # fmt: skip
     (wd / "summary.json").write_text(json.dumps(summary))
     return str(wd)
 
@@ -35,8 +35,13 @@ def _welch_by_hand(a, b):
 
 
 def test_rows_against_the_random_init_control(tmp_path, capsys):
-    pre = _run(tmp_path, "pre", [0.86, 0.87, 0.85], [0.85, 0.88, 0.86])
-    rnd = _run(tmp_path, "rnd", [0.80, 0.79, 0.81], [0.79, 0.80, 0.82], random_init=True)
+    pre = _run(tmp_path, "pre", [0.86, 0.87, 0.85], [0.85, 0.88, 0.86],
+               lr_search={"chosen": 1e-4})  # fmt: skip
+    rnd = _run(tmp_path, "rnd", [0.80, 0.79, 0.81], [0.79, 0.80, 0.82], random_init=True,
+               lr_search={"chosen": 3e-4, "fallback": True})  # fmt: skip
+    summary = json.loads((tmp_path / "rnd" / "summary.json").read_text())
+    summary["per_seed"]["1"]["test"]["collapsed"] = 1.0  # seed 1 predicted one class on test
+    (tmp_path / "rnd" / "summary.json").write_text(json.dumps(summary))
     base = tmp_path / "baseline.json"
     base.write_text(json.dumps({
         "task": "sentiment",
@@ -52,10 +57,12 @@ def test_rows_against_the_random_init_control(tmp_path, capsys):
     assert by[pre]["diff"] == pytest.approx(0.06)
     assert by[pre]["test_std"] == pytest.approx(0.015275, abs=1e-6)
     out = capsys.readouterr().out
-    assert f"| {pre} | pretrained (all) | 3 | 86.00 ± 1.00 | 86.33 ± 1.53 |" in out
+    assert f"| {pre} | pretrained (all) | 0.0001 (searched) | 3 | 0 | 86.00 ± 1.00 | 86.33" in out
+    assert f"| {rnd} | random | 0.0003 (fallback) | 3 | 1 | 80.00 ± 1.00 |" in out
+    assert by[rnd]["collapsed"] == [1]
     assert f"+6.00 | {t:.2f} | {p:.3g} |" in out
-    assert "| non-neural baseline | | | 85.00 | 83.00 |" in out
-    assert "| majority class (neg) | | | 52.00 | 51.00 |" in out
+    assert "| non-neural baseline | | | | | 85.00 | 83.00 |" in out
+    assert "| majority class (neg) | | | | | 52.00 | 51.00 |" in out
     assert json.loads((tmp_path / "o.json").read_text())["rows"][0]["run"] == pre
 
 
