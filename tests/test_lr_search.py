@@ -18,6 +18,7 @@ from test_finetune_relation import re_config, re_files  # noqa: F401 (a fixture)
 from test_finetune_seq2seq import s2s_config, s2s_files  # noqa: F401 (a fixture)
 
 from albert_jax.checkpoints import checkpoint
+from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import lr_search
 from albert_jax.tasks import run as runs
 from albert_jax.tasks.finetuning import FinetuneError
@@ -92,6 +93,22 @@ def test_the_templates_search_unless_a_rate_is_given():
     c = tsv.get_config()
     c.lr_search.enabled = False  # the rate by model size (3e-4 at hidden <= 256)
     assert not lr_search.wanted(c)
+
+
+def test_the_templates_train_a_small_training_set_for_at_least_800_steps():
+    for module in (tsv, ner, cloze):
+        assert module.get_config().min_steps == 800, module.__name__
+    c = tsv.get_config()  # 3 epochs at batch 32
+    small = runs.resolve_schedule(c, 2653)  # 83 steps an epoch: 249 by the epochs alone
+    assert (small.total_steps, small.optim.warmup_steps, small.eval_every) == (800, 80, 83)
+    assert runs.resolve_schedule(c, 15000).total_steps == 1407  # the epochs give more
+    c.total_steps = 300  # set by hand: kept
+    assert runs.resolve_schedule(c, 2653).total_steps == 300
+    c.total_steps, c.min_steps = 0, 0  # --config.min_steps=0: the epochs alone
+    assert runs.resolve_schedule(c, 2653).total_steps == 249
+    c.min_steps = -1
+    with pytest.raises(FinetuneError, match="min_steps must be an integer >= 0"):
+        F.check_config(c)
 
 
 def test_the_search_picks_the_trial_that_trains_once_for_all_seeds(

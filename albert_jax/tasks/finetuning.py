@@ -422,7 +422,8 @@ def check_config(config) -> None:
     parse_seeds(config)
     if config.task.type not in TASK_TYPES:
         raise FinetuneError(f"task.type must be one of {TASK_TYPES}, got {config.task.type!r}")
-    lowest = {"batch_size": 1, "eval_batch_size": 0, "total_steps": 0}  # 0: batch_size / epochs
+    # 0: batch_size / from the epochs / none
+    lowest = {"batch_size": 1, "eval_batch_size": 0, "total_steps": 0, "min_steps": 0}
     for key, low in lowest.items():
         value = config.get(key, low)
         if not isinstance(value, int) or value < low:

@@ -31,11 +31,13 @@ from albert_jax.train.trainer import train
 
 
 def resolve_schedule(config, num_train: int):
-    """A copy of `config` with steps from epochs: total_steps (unless set), warmup from
-    `warmup_fraction`, evaluation and checkpoints once per epoch (unless set)."""
+    """A copy of `config` with steps from epochs: total_steps (unless set; at least
+    `min_steps`, so a small training set gets more epochs), warmup from `warmup_fraction`,
+    evaluation and checkpoints once per epoch (unless set)."""
     config = config.copy_and_resolve_references()
     per_epoch = max(1, math.ceil(num_train / int(config.batch_size)))
-    total = int(config.total_steps or 0) or math.ceil(float(config.num_epochs) * per_epoch)
+    by_epochs = max(math.ceil(float(config.num_epochs) * per_epoch), config.get("min_steps", 0))
+    total = int(config.total_steps or 0) or by_epochs
     with config.unlocked():
         config.steps_per_epoch = per_epoch
         config.total_steps = total

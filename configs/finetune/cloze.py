@@ -12,7 +12,7 @@ works the same way: `--config.task.train=train-v2.0.json --config.task.dev=dev-v
 learning rate is searched on dev as in tsv.py (a base-sized checkpoint: 1e-5 to 5e-5).
 """
 
-from configs.finetune.common import get_common, use_learning_rate_search, use_prepared
+from configs.finetune.common import get_common, use_new_task_defaults, use_prepared
 
 
 def get_config(arg: str | None = None):
@@ -28,6 +28,6 @@ def get_config(arg: str | None = None):
     c.model.classifier_dropout = 0.0  # transformers' qa_outputs has no dropout
     # Searched on dev (tsv.py), the fresh head at 10x on the README checkpoint (as ner.py), 1x
     # on a base-sized one.
-    use_learning_rate_search(c)
+    use_new_task_defaults(c)
     c.num_epochs = 2.0
     return c

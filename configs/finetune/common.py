@@ -34,18 +34,25 @@ def use_prepared(c, name: str, ext: str) -> None:
     c.task.update(prepare=name, prepare_dir=d)
 
 
-def use_learning_rate_search(c) -> None:
-    """The learning rate searched on dev (`albert_jax.tasks.lr_search`: short trials over a
+def use_new_task_defaults(c) -> None:
+    """Defaults for a task nobody tuned for (tsv.py, ner.py, cloze.py, suite.py).
+
+    The learning rate searched on dev (`albert_jax.tasks.lr_search`: short trials over a
     grid by model size, hidden <= 256: 3e-5 / 1e-4 / 3e-4; >= 768: 1e-5 / 2e-5 / 5e-5; the best
     trial that did not collapse wins; when all collapsed, they run again twice as long) and
     the head's multiplier chosen by model size (`albert_jax.tasks.run.auto_learning_rate`:
-    hidden <= 256: x10, >= 768: x1). A value passed
-    on the command line is kept and not searched (`--config.optim.lr_multipliers=''`: no
-    multiplier); `--config.lr_search.enabled=False` takes the rate by model size instead
-    (hidden <= 256: 3e-4; >= 768: 2e-5)."""
+    hidden <= 256: x10, >= 768: x1). A value passed on the command line is kept and not
+    searched (`--config.optim.lr_multipliers=''`: no multiplier);
+    `--config.lr_search.enabled=False` takes the rate by model size instead (hidden <= 256:
+    3e-4; >= 768: 2e-5).
+
+    At least 800 steps (`min_steps`): the fewest the ALBERT paper fine-tunes any task for
+    (RTE's 2.5k and MRPC's 3.7k examples, Table 14, about 10 and 7 epochs at batch 32), so a
+    small training set gets more epochs than `num_epochs` (`--config.min_steps=0`: off)."""
     c.optim.learning_rate = config_dict.placeholder(float)  # None: searched (or by model size)
     c.optim.lr_multipliers = config_dict.placeholder(str)  # None: by model size
     c.lr_search.enabled = True
+    c.min_steps = 800
 
 
 def get_common(task_type: str) -> ml_collections.ConfigDict:
@@ -64,6 +71,7 @@ def get_common(task_type: str) -> ml_collections.ConfigDict:
     c.eval_batch_size = 64
     c.num_epochs = 3.0
     c.total_steps = 0  # > 0 overrides num_epochs
+    c.min_steps = 0  # > 0: at least this many steps (more epochs on a small training set)
     c.warmup_fraction = 0.1
     c.eval_every = 0  # 0: once per epoch
     c.checkpoint_every = 0  # 0: at every evaluation
@@ -89,11 +97,11 @@ def get_common(task_type: str) -> ml_collections.ConfigDict:
     )
     c.optim = default_optim_config()
     c.optim.name = "adamw"
-    c.optim.learning_rate = 2e-5  # use_learning_rate_search: on dev (tsv.py, ner.py, cloze.py)
+    c.optim.learning_rate = 2e-5  # use_new_task_defaults: on dev (tsv.py, ner.py, cloze.py)
     c.optim.end_lr = 0.0
     c.optim.power = 1.0
     # The learning-rate search (albert_jax/tasks/lr_search.py), on when the rate is left to
-    # auto (use_learning_rate_search): `grid` '' = by model size, else e.g. '1e-5,3e-5,1e-4';
+    # auto (use_new_task_defaults): `grid` '' = by model size, else e.g. '1e-5,3e-5,1e-4';
     # `budget`: all trials together, in units of the full run's steps (0.5: the run costs 1.5x);
     # `retries`: when every trial collapsed, run them again at twice the length, at most this
     # many times (chosen on hsk: half an epoch left every rate at the prior, one epoch did not).

@@ -18,14 +18,17 @@ fresh head (`^classifier/`) trains at 10x on small models, 1x on base-and-larger
 other rates, `--config.lr_search.enabled=False` for the rate by model size alone (3e-4 / 2e-5),
 and `--config.optim.lr_multipliers=...` (`''`: none) for the head.
 
+Length: `num_epochs` (3), and at least 800 steps (`min_steps`, the fewest the ALBERT paper
+fine-tunes any task for): a training set under ~8.5k examples gets more epochs.
+
 A random-init control of the same task: `--config.init=none --config.tokenizer=CKPT
 --config.model_from=CKPT` (see common.py).
 """
 
-from configs.finetune.common import get_common, use_learning_rate_search
+from configs.finetune.common import get_common, use_new_task_defaults
 
 
 def get_config(arg: str | None = None):
     c = get_common(arg or "classification")
-    use_learning_rate_search(c)
+    use_new_task_defaults(c)
     return c
