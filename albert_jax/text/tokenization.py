@@ -140,11 +140,18 @@ class SentencePieceTokenizer:
         keep_accents: bool = False,
         mode: str = "transformers",
         check: bool = True,
+        where: str = "the SentencePiece model",
     ):
+        """`where`: the file the proto was read from, for the error if it cannot be parsed."""
         if mode not in MODES:
             raise TokenizerError(f"tokenizer mode must be one of {MODES}, got {mode!r}")
         self.sp = spm.SentencePieceProcessor()
-        self.sp.load_from_serialized_proto(model_proto)
+        try:
+            self.sp.load_from_serialized_proto(model_proto)
+        except RuntimeError:  # e.g. a 0-byte or truncated file ("unk is not defined")
+            raise TokenizerError(
+                f"{where} is not a valid SentencePiece model ({len(model_proto)} bytes)"
+            ) from None
         self.lower_case = lower_case
         self.keep_accents = keep_accents
         self.mode = mode
@@ -168,7 +175,7 @@ class SentencePieceTokenizer:
             meta = json.loads(meta_path.read_text())
             settings = {k: meta[k] for k in ("lower_case", "keep_accents", "mode") if k in meta}
         settings.update(kwargs)
-        return cls(model_path.read_bytes(), **settings)
+        return cls(model_path.read_bytes(), where=os.fspath(model_path), **settings)
 
     def to_bytes(self) -> bytes:
         """The serialized model, so a checkpoint can carry the tokenizer."""
@@ -382,12 +389,13 @@ def read_tokenizer(
     proto = epath.Path(path).read_bytes()
     try:
         return SentencePieceTokenizer(
-            proto, lower_case=lower_case, keep_accents=keep_accents, mode=mode, check=False
-        )
-    except RuntimeError as e:  # sentencepiece cannot parse it
-        raise TokenizerError(
-            f"{path}: not a SentencePiece model ({e}); a WordPiece vocabulary must end in .txt"
-        ) from None
+            proto, lower_case=lower_case, keep_accents=keep_accents, mode=mode, check=False,
+            where=path,
+        )  # fmt: skip
+    except TokenizerError as e:
+        if mode not in MODES:
+            raise
+        raise TokenizerError(f"{e}; a WordPiece vocabulary must end in .txt") from None
 
 
 def save_tokenizer(tokenizer, out_dir: str | os.PathLike) -> None:
@@ -421,7 +429,9 @@ def find_tokenizer(path: str | os.PathLike):
     if len(models) == 1:
         proto = epath.Path(models[0]).read_bytes()
         keep = bool(settings.get("keep_accents", False))
-        return SentencePieceTokenizer(proto, lower_case=lower, keep_accents=keep, check=False)
+        return SentencePieceTokenizer(
+            proto, lower_case=lower, keep_accents=keep, check=False, where=models[0]
+        )
     if len(vocabs) == 1 and not models:
         return WordPieceTokenizer.from_file(vocabs[0], lower_case=lower)
     if models or vocabs:
