@@ -623,3 +623,17 @@ def test_output_has_the_permissions_the_umask_allows(tmp_path, to):
     }  # fmt: skip
     want = {p: 0o750 if os.path.isdir(tmp_path / p) else 0o640 for p in modes}
     assert {p: m & 0o777 for p, m in modes.items()} == want and "out" in want
+
+
+def test_vocab_with_a_token_listed_twice_converts(tmp_path):
+    """A transformers directory whose vocab.txt lists tokens twice converts (ours and back to
+    transformers' files), and its tokenizer gives BertTokenizer's ids (tokens_dup.json)."""
+    src = copy_fixture("hf_relu", tmp_path)
+    shutil.copy(fixture("tokenizer_wp_dup/vocab.txt"), src / "vocab.txt")
+    assert cli([str(src), str(tmp_path / "ours")]) == 0
+    assert cli([str(tmp_path / "ours"), str(tmp_path / "hf"), "--to", "hf"]) == 0
+    assert (tmp_path / "hf" / "vocab.txt").read_text() == (src / "vocab.txt").read_text()
+    with open(os.path.join(FIXTURES, "reference", "tokens_dup.json"), encoding="utf-8") as f:
+        cases = json.load(f)
+    for tok in (checkpoint.load_tokenizer(tmp_path / "ours"), load_source(str(src)).tokenizer):
+        assert [tok.encode(c["text"]) for c in cases] == [c["ids"] for c in cases]

@@ -110,9 +110,9 @@ class WordPieceTokenizer:
 
     def __init__(self, vocab: Sequence[str], *, lower_case: bool = True):
         self.pieces = list(vocab)
+        # Ids are line numbers. Released vocabularies list some tokens twice: such a token maps
+        # to its last line, as in transformers' `load_vocab` (its earlier ids are never produced).
         self.vocab = {p: i for i, p in enumerate(self.pieces)}
-        if len(self.vocab) != len(self.pieces):
-            raise ValueError("WordPiece vocab has duplicate entries")
         missing = [s for s in ("[UNK]",) if s not in self.vocab]
         if missing:
             raise ValueError(f"WordPiece vocab lacks {missing}")
