@@ -637,3 +637,25 @@ def test_vocab_with_a_token_listed_twice_converts(tmp_path):
         cases = json.load(f)
     for tok in (checkpoint.load_tokenizer(tmp_path / "ours"), load_source(str(src)).tokenizer):
         assert [tok.encode(c["text"]) for c in cases] == [c["ids"] for c in cases]
+
+
+def test_masked_lm_checkpoint_gives_its_mlm_logits(tmp_path):
+    """transformers' AlbertForMaskedLM (no SOP head, no pooler; relu, head size 5) converts, and
+    the public AlbertForMaskedLM applies it: its MLM logits are transformers' (hf_masked_lm and
+    reference/masked_lm.npz, from make_reference.py --masked-lm). AlbertForPreTraining names it
+    instead of failing on a missing /sop/kernel."""
+    from albert_jax import AlbertForMaskedLM
+
+    out = tmp_path / "ours"
+    assert cli([fixture("hf_masked_lm"), str(out)]) == 0
+    config, params = checkpoint.load(out)
+    assert "sop" not in params and config.hidden_act == "relu"
+    assert config.hidden_size // config.num_heads == 5
+    ref = reference("masked_lm")
+    args = [ref[k].astype(np.int32) for k in ("input_ids", "token_type_ids", "attention_mask")]
+    positions = ref["masked_positions"].astype(np.int32)
+    got = AlbertForMaskedLM(config).apply({"params": params}, *args, masked_positions=positions)
+    assert got.sop_logits is None
+    np.testing.assert_allclose(np.asarray(got.mlm_logits), ref["mlm_logits"], rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match=r"no sop/ .* AlbertForMaskedLM\(config\)"):
+        AlbertForPreTraining(config).apply({"params": params}, *args)
