@@ -39,6 +39,7 @@ from collections.abc import Iterable, Sequence
 import sentencepiece as spm
 from etils import epath
 
+from albert_jax import paths
 from albert_jax.text import wordpiece
 from albert_jax.text.wordpiece import WordPieceTokenizer
 
@@ -264,13 +265,15 @@ def train_sentencepiece(
     num_threads: int = 2,
     hard_vocab_limit: bool = True,
     extra_args: dict | None = None,
+    extra_meta: dict | None = None,
 ) -> SentencePieceTokenizer:
     """Trains an ALBERT-convention SentencePiece model on preprocessed ``sentences``.
 
-    Writes ``spiece.model``, ``spiece.vocab`` and ``tokenizer.json`` (settings used at encode
-    time) to ``out_dir`` and returns the loaded, checked tokenizer. A corpus too small for
-    ``vocab_size`` is an error giving the largest size it allows, unless ``hard_vocab_limit`` is
-    False (SentencePiece then stops below ``vocab_size``).
+    Writes ``tokenizer.json`` (settings used at encode time, plus ``extra_meta``), ``spiece.vocab``
+    and ``spiece.model`` to ``out_dir`` and returns the loaded, checked tokenizer. Each file is
+    written whole or not at all, ``spiece.model`` last: its presence means a complete tokenizer.
+    A corpus too small for ``vocab_size`` is an error giving the largest size it allows, unless
+    ``hard_vocab_limit`` is False (SentencePiece then stops below ``vocab_size``).
     """
     out_dir = os.fspath(out_dir)
     with tempfile.TemporaryDirectory() as tmp:  # SentencePiece writes local files only
@@ -316,12 +319,9 @@ def train_sentencepiece(
                     "data.hard_vocab_limit=False)"
                 ) from None
             raise TokenizerError(f"SentencePiece training failed: {e}") from e
-        epath.Path(out_dir).mkdir(parents=True, exist_ok=True)
-        for name in (MODEL_FILE, "spiece.vocab"):
-            epath.Path(tmp, name).copy(epath.Path(out_dir, name), overwrite=True)
-    size = spm.SentencePieceProcessor(
-        model_proto=epath.Path(out_dir, MODEL_FILE).read_bytes()
-    ).get_piece_size()
+        proto = epath.Path(tmp, MODEL_FILE).read_bytes()
+        pieces = epath.Path(tmp, VOCAB_FILE).read_bytes()
+    size = spm.SentencePieceProcessor(model_proto=proto).get_piece_size()
     meta = TokenizerMeta(
         lower_case=lower_case,
         keep_accents=keep_accents,
@@ -330,7 +330,10 @@ def train_sentencepiece(
         model_type=model_type,
         mode=mode,
     )
-    epath.Path(out_dir, META_FILE).write_text(json.dumps(dataclasses.asdict(meta), indent=2))
+    meta = {**dataclasses.asdict(meta), **(extra_meta or {})}
+    paths.write_text(paths.join(out_dir, META_FILE), json.dumps(meta, indent=2))
+    paths.write_bytes(paths.join(out_dir, VOCAB_FILE), pieces)
+    paths.write_bytes(paths.join(out_dir, MODEL_FILE), proto)
     return SentencePieceTokenizer.from_dir(out_dir)
 
 
@@ -398,16 +401,16 @@ def read_tokenizer(
         raise TokenizerError(f"{e}; a WordPiece vocabulary must end in .txt") from None
 
 
-def save_tokenizer(tokenizer, out_dir: str | os.PathLike) -> None:
-    """Writes a tokenizer so that ``load_tokenizer(out_dir)`` gives the same one back."""
-    out = epath.Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+def save_tokenizer(tokenizer, out_dir: str | os.PathLike, extra_meta: dict | None = None) -> None:
+    """Writes a tokenizer so that ``load_tokenizer(out_dir)`` gives the same one back, with
+    ``extra_meta`` in its tokenizer.json. Each file whole or not at all, the model (or vocab.txt)
+    last: its presence means a complete tokenizer."""
     if isinstance(tokenizer, SentencePieceTokenizer):
-        (out / MODEL_FILE).write_bytes(tokenizer.to_bytes())
-        meta = {"type": "sentencepiece", **tokenizer.meta()}
-        (out / META_FILE).write_text(json.dumps(meta, indent=2))
+        meta = {"type": "sentencepiece", **tokenizer.meta(), **(extra_meta or {})}
+        paths.write_text(paths.join(out_dir, META_FILE), json.dumps(meta, indent=2))
+        paths.write_bytes(paths.join(out_dir, MODEL_FILE), tokenizer.to_bytes())
     else:
-        tokenizer.save(out_dir)
+        tokenizer.save(out_dir, extra_meta)
 
 
 def find_tokenizer(path: str | os.PathLike):

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 
 from etils import epath
 
+from albert_jax import paths
+
 VOCAB_FILE = "vocab.txt"
 META_FILE = "tokenizer.json"
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -140,10 +142,11 @@ class WordPieceTokenizer:
         settings.update(kwargs)
         return cls.from_file(vocab_path, **settings)
 
-    def save(self, out_dir: str | os.PathLike) -> None:
-        out = epath.Path(out_dir)
-        (out / VOCAB_FILE).write_text("".join(p + "\n" for p in self.pieces), "utf-8")
-        (out / META_FILE).write_text(json.dumps(self.meta(), indent=2))
+    def save(self, out_dir: str | os.PathLike, extra_meta: dict | None = None) -> None:
+        """tokenizer.json (with `extra_meta`), then vocab.txt: each whole or not at all."""
+        meta = {**self.meta(), **(extra_meta or {})}
+        paths.write_text(paths.join(out_dir, META_FILE), json.dumps(meta, indent=2))
+        paths.write_text(paths.join(out_dir, VOCAB_FILE), "".join(p + "\n" for p in self.pieces))
 
     def meta(self) -> dict:
         return {
