@@ -1,8 +1,9 @@
 """albert-jax: ALBERT in JAX/Flax with every cross-layer sharing layout and one-function unsharing.
 
-Public API: `AlbertConfig`, `AlbertModel`, `AlbertForPreTraining`, `AlbertOutput`, `presets`,
-`count_params`, `init_params`, `sharing`, `checkpoint`. Attributes load lazily so that light modules
-(`albert_jax.data`, `albert_jax.text.tokenization`) do not import JAX and Flax in input workers.
+Public API: `AlbertConfig`, `AlbertModel`, `AlbertForPreTraining`, `AlbertForMaskedLM` (no SOP
+head), `AlbertOutput`, `presets`, `count_params`, `init_params`, `sharing`, `checkpoint`. Attributes
+load lazily so that light modules (`albert_jax.data`, `albert_jax.text.tokenization`) do not import
+JAX and Flax in input workers.
 """
 
 import importlib
@@ -12,6 +13,7 @@ _EXPORTS = {
     "checkpoint": "albert_jax.checkpoints.checkpoint",
     "AlbertModel": "albert_jax.model.albert",
     "AlbertForPreTraining": "albert_jax.model.albert",
+    "AlbertForMaskedLM": "albert_jax.model.albert",
     "AlbertOutput": "albert_jax.model.albert",
     "count_params": "albert_jax.model.albert",
     "init_params": "albert_jax.model.albert",

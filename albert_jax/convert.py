@@ -1,9 +1,12 @@
 """python -m albert_jax.convert SRC OUT [--unshare] [--to hf] [--config albert_config.json]
+    [--overwrite]
 
 SRC: an albert_jax checkpoint, a transformers ALBERT directory, a Google TF1 checkpoint
 (directory or prefix), or a pretraining workdir (its newest readable step) or one of its steps
 (WORKDIR/checkpoints/N). A fine-tuning head (sequence or token classification) is carried through,
---unshare included. OUT: written atomically; nothing is written if any check fails.
+--unshare included. OUT: written atomically; nothing is written if any check fails. An existing
+OUT is replaced only if it is empty or holds a conversion's output (its .albert_jax_convert.json
+lists every file), or with --overwrite; never SRC itself, a directory inside SRC or one holding SRC.
 """
 
 from __future__ import annotations
@@ -24,11 +27,15 @@ def main(argv=None) -> int:
     parser.add_argument("--to", choices=("albert_jax", "hf"), default="albert_jax")
     parser.add_argument("--unshare", action="store_true", help="write the not-shared layout")
     parser.add_argument("--config", help="TF1 only: albert_config.json if not next to SRC")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace OUT even if convert did not write it"
+    )
     args = parser.parse_args(argv)
     try:
         report = convert(
-            args.src, args.out, to=args.to, unshare=args.unshare, config_path=args.config
-        )
+            args.src, args.out, to=args.to, unshare=args.unshare, config_path=args.config,
+            overwrite=args.overwrite,
+        )  # fmt: skip
     except cli.input_errors() as e:  # one line, exit 2, as every entry point
         return cli.report(e)
     print("\n".join(report))

@@ -46,13 +46,24 @@ def open_text(path: str | os.PathLike, mode: str = "r", newline: str | None = No
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
-    """Writes through a temporary sibling and a rename, so a reader never sees half a file (on
-    an object store the rename is a copy, still whole-file)."""
+    """`write_bytes` of the UTF-8 text."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Writes through a temporary sibling and a rename, so a reader never sees half a file and a
+    crash leaves the old file or the new one, whole (on an object store the rename is a copy,
+    still whole-file)."""
     path = epath.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    tmp.write_text(text)
-    tmp.replace(path)
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except BaseException:
+        if tmp.exists():
+            tmp.unlink()
+        raise
 
 
 def local_mirror(path: str | os.PathLike) -> str:

@@ -56,6 +56,18 @@ def hashes(directory) -> dict[str, str]:
     }
 
 
+def tree(directory) -> dict[str, str]:
+    """`hashes` of every file under `directory`, by relative path (empty directories too)."""
+    out = {}
+    for root, dirs, names in os.walk(directory):
+        rel = os.path.relpath(root, directory)
+        out.update({os.path.join(rel, d) + "/": "" for d in dirs})
+        for name in names:
+            with open(os.path.join(root, name), "rb") as f:
+                out[os.path.join(rel, name)] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
 @pytest.fixture
 def tsv(tmp_path):
     good = tmp_path / "good.tsv"
@@ -267,3 +279,41 @@ def test_check_optim_config_accepts_what_runs_use():
     optim.check_optim_config(c, None, auto=True)
     with pytest.raises(optim.OptimConfigError):
         optim.check_optim_config(c, None)
+
+
+# ---- issue 39: inputs from the wild ---------------------------------------------------------
+@pytest.fixture
+def broken_spiece(tmp_path):
+    """Our checkpoint (hf_gelu_new's weights) whose tokenizer/spiece.model is cut: (path, file)."""
+    from albert_jax.checkpoints import checkpoint
+    from albert_jax.checkpoints.source import load_source
+
+    source = load_source(os.path.join(ROOT, "tests", "fixtures", "hf_gelu_new"))
+    ckpt = tmp_path / "ckpt"
+    checkpoint.save(ckpt, source.config, source.params, tokenizer=source.tokenizer)
+    return ckpt, ckpt / "tokenizer" / "spiece.model"
+
+
+@pytest.mark.parametrize("keep", [0, 300], ids=["empty", "truncated"])
+def test_a_broken_spiece_model_is_named(broken_spiece, keep):
+    from albert_jax.text.tokenization import TokenizerError, load_tokenizer
+
+    ckpt, spiece = broken_spiece
+    spiece.write_bytes(spiece.read_bytes()[:keep])
+    message = f"{spiece} is not a valid SentencePiece model ({keep} bytes)"
+    with pytest.raises(TokenizerError) as info:
+        load_tokenizer(spiece.parent)
+    assert str(info.value) == message
+
+
+@pytest.mark.slow
+def test_convert_and_finetune_name_a_broken_spiece_model(broken_spiece, tsv, tmp_path):
+    ckpt, spiece = broken_spiece
+    spiece.write_bytes(b"")
+    before = tree(tmp_path)
+    want = f"error: {spiece} is not a valid SentencePiece model (0 bytes)"
+    assert error_line(["albert_jax.convert", str(ckpt), str(tmp_path / "out")], ROOT) == want
+    spiece.write_bytes(b"")
+    line = finetune("tsv.py", tmp_path, f"--config.task.train={tsv}", f"--config.init={ckpt}")
+    assert line == want
+    assert tree(tmp_path) == before  # nothing written

@@ -196,7 +196,8 @@ def test_cli_round_trip_ours_to_hf(tmp_path):
     assert sorted(got) == sorted(want)
     assert all(np.array_equal(got[k], want[k]) for k in want)
     assert sorted(os.listdir(hf)) == [
-        "config.json", "model.safetensors", "spiece.model", "tokenizer_config.json"
+        ".albert_jax_convert.json", "config.json", "model.safetensors", "spiece.model",
+        "tokenizer_config.json",
     ]  # fmt: skip
 
 
@@ -527,3 +528,134 @@ def test_hf_head_config_mapping(tmp_path):
         json.dump({**cfg2, "architectures": ["AlbertForTokenClassification"]}, f)
     msg = expect_failure(src2, tmp_path / "out", "cannot convert exactly")
     assert "classifier.weight (for classifier/kernel)" in msg and "predictions.bias" in msg
+
+
+# --- OUT: never the user's files, never the source (issue 39) -------------------------------------
+def tree(directory):
+    """Every path under `directory` with its bytes (None for a directory)."""
+    out = {}
+    for root, dirs, names in os.walk(directory):
+        out.update({os.path.relpath(os.path.join(root, d), directory): None for d in dirs})
+        for name in names:
+            with open(os.path.join(root, name), "rb") as f:
+                out[os.path.relpath(f.name, directory)] = f.read()
+    return out
+
+
+def refused(args, capsys, match):
+    """`python -m albert_jax.convert ARGS` (in this process): exit 2, one `error:` line."""
+    assert cli([str(a) for a in args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: OUT ") and match in err[0], err
+    return err[0]
+
+
+def test_out_is_replaced_only_if_convert_wrote_it(tmp_path, capsys):
+    src = fixture("hf_gelu_erf_unshared")
+    mine, notes = tmp_path / "mine", tmp_path / "notes.txt"
+    mine.mkdir()
+    (mine / "results.tsv").write_text("my results\n")
+    notes.write_text("my notes\n")
+    before = tree(tmp_path)
+    refused([src, mine], capsys, "holds files convert did not write (results.tsv)")
+    refused([src, notes, "--to", "hf"], capsys, f"OUT {notes} is a file, not a directory")
+    assert tree(tmp_path) == before  # nothing touched, no temporary directory left
+    # Ours (its marker lists every file) or an empty directory: replaced.
+    (tmp_path / "empty").mkdir()
+    for out in ("empty", "empty", "ours"):
+        assert cli([src, str(tmp_path / out)]) == 0
+    marker = json.loads((tmp_path / "ours" / ".albert_jax_convert.json").read_text())
+    assert marker["files"] == ["checkpoint.json", "config.json", "params"]
+    (tmp_path / "ours" / "mine.txt").write_text("added by hand\n")
+    refused([src, tmp_path / "ours", "--to", "hf"], capsys, "did not write (mine.txt)")
+    assert (tmp_path / "ours" / "mine.txt").exists() and checkpoint.is_checkpoint(tmp_path / "ours")
+    # --overwrite: anything but the source.
+    for out in (mine, notes):
+        assert cli([src, str(out), "--overwrite"]) == 0
+        assert checkpoint.is_checkpoint(out) and not (mine / "results.tsv").exists()
+
+
+def test_convert_never_replaces_its_source(tmp_path, capsys):
+    ours = tmp_path / "w" / "model"
+    convert(fixture("hf_gelu_erf_unshared"), str(ours))
+    before = tree(tmp_path)
+    for out, where in ((ours, "is"), (ours / "sub", "is inside"), (tmp_path / "w", "contains")):
+        line = refused([ours, out, "--to", "hf", "--overwrite"], capsys, f"{where} SRC {ours}")
+        assert line.endswith("a conversion never replaces its own source; choose another OUT")
+    assert tree(tmp_path) == before
+
+
+@pytest.mark.slow
+def test_convert_refuses_users_files_as_a_process(tmp_path):
+    """As a user types it: OUT a directory with a file, a plain file, the workdir holding SRC
+    (`convert W/model W --to hf` used to delete the pretraining workdir)."""
+    work = tmp_path / "w"
+    convert(fixture("hf_gelu_erf_unshared"), str(work / "model"))
+    (work / "config.json").write_text('{"model": {"preset": "albert-base"}}\n')
+    (work / "metrics.jsonl").write_text('{"step": 1}\n')
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "train.tsv").write_text("text\tlabel\n")
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    before = tree(tmp_path)
+    for out, message in (
+        ("mine", "holds files convert did not write (train.tsv)"),
+        ("notes.txt", "is a file, not a directory"),
+        ("w", f"contains SRC {work}/model"),
+    ):
+        cmd = [sys.executable, "-m", "albert_jax.convert", str(work / "model"), str(tmp_path / out)]
+        done = subprocess.run([*cmd, "--to", "hf"], capture_output=True, text=True, timeout=300)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, done.stderr[-3000:]
+        assert lines[0].startswith(f"error: OUT {tmp_path / out} ") and message in lines[0]
+    assert tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("to", ["albert_jax", "hf"])
+def test_output_has_the_permissions_the_umask_allows(tmp_path, to):
+    old = os.umask(0o027)
+    try:
+        convert(fixture("hf_gelu_new"), str(tmp_path / "out"), to=to)
+    finally:
+        os.umask(old)
+    modes = {
+        os.path.relpath(os.path.join(root, n), tmp_path): os.stat(os.path.join(root, n)).st_mode
+        for root, dirs, names in os.walk(tmp_path) for n in dirs + names
+    }  # fmt: skip
+    want = {p: 0o750 if os.path.isdir(tmp_path / p) else 0o640 for p in modes}
+    assert {p: m & 0o777 for p, m in modes.items()} == want and "out" in want
+
+
+def test_vocab_with_a_token_listed_twice_converts(tmp_path):
+    """A transformers directory whose vocab.txt lists tokens twice converts (ours and back to
+    transformers' files), and its tokenizer gives BertTokenizer's ids (tokens_dup.json)."""
+    src = copy_fixture("hf_relu", tmp_path)
+    shutil.copy(fixture("tokenizer_wp_dup/vocab.txt"), src / "vocab.txt")
+    assert cli([str(src), str(tmp_path / "ours")]) == 0
+    assert cli([str(tmp_path / "ours"), str(tmp_path / "hf"), "--to", "hf"]) == 0
+    assert (tmp_path / "hf" / "vocab.txt").read_text() == (src / "vocab.txt").read_text()
+    with open(os.path.join(FIXTURES, "reference", "tokens_dup.json"), encoding="utf-8") as f:
+        cases = json.load(f)
+    for tok in (checkpoint.load_tokenizer(tmp_path / "ours"), load_source(str(src)).tokenizer):
+        assert [tok.encode(c["text"]) for c in cases] == [c["ids"] for c in cases]
+
+
+def test_masked_lm_checkpoint_gives_its_mlm_logits(tmp_path):
+    """transformers' AlbertForMaskedLM (no SOP head, no pooler; relu, head size 5) converts, and
+    the public AlbertForMaskedLM applies it: its MLM logits are transformers' (hf_masked_lm and
+    reference/masked_lm.npz, from make_reference.py --masked-lm). AlbertForPreTraining names it
+    instead of failing on a missing /sop/kernel."""
+    from albert_jax import AlbertForMaskedLM
+
+    out = tmp_path / "ours"
+    assert cli([fixture("hf_masked_lm"), str(out)]) == 0
+    config, params = checkpoint.load(out)
+    assert "sop" not in params and config.hidden_act == "relu"
+    assert config.hidden_size // config.num_heads == 5
+    ref = reference("masked_lm")
+    args = [ref[k].astype(np.int32) for k in ("input_ids", "token_type_ids", "attention_mask")]
+    positions = ref["masked_positions"].astype(np.int32)
+    got = AlbertForMaskedLM(config).apply({"params": params}, *args, masked_positions=positions)
+    assert got.sop_logits is None
+    np.testing.assert_allclose(np.asarray(got.mlm_logits), ref["mlm_logits"], rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match=r"no sop/ .* AlbertForMaskedLM\(config\)"):
+        AlbertForPreTraining(config).apply({"params": params}, *args)

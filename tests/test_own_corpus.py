@@ -643,3 +643,45 @@ def test_degenerate_pairs_warning_from_prepare_inspect_and_pretrain(documents, t
     assert warnings(run([*inspect, "--config.data.single_segment=split"], cwd=tmp_path)) == []
     (line,) = warnings(run(["-m", "pretrain", *flags, *SHORT], cwd=tmp_path))
     assert "use --config.data.single_segment=split" in line
+
+
+class Killed(BaseException):
+    """The process dying mid-write (not an Exception: nothing may catch it)."""
+
+
+@pytest.mark.parametrize("given", [True, False], ids=["tokenizer_model", "trained"])
+def test_a_crash_while_the_tokenizer_is_written_leaves_none(texts, tmp_path, monkeypatch, given):
+    """Killed while data/tokenizer/spiece.model is being written: no partial spiece.model at that
+    path (it would pass for the tokenizer and never be rebuilt); the next run writes it whole."""
+    from etils import epath
+
+    from albert_jax.text.tokenization import load_tokenizer
+
+    d = common.get_data_config()
+    d.input_files, d.input_format, d.data_dir = str(texts / "texts"), "text", str(tmp_path)
+    d.vocab_size, d.tokenizer_type, d.hard_vocab_limit = 120, "char", False
+    if given:
+        d.tokenizer_model = SP_FIXTURE
+    d = pipeline.resolve_paths(d)
+    gpath = type(epath.Path(tmp_path))
+    write_bytes = gpath.write_bytes
+
+    def dies_halfway(self, data):
+        if "spiece.model" in self.name:
+            write_bytes(self, data[: len(data) // 2])
+            raise Killed
+        return write_bytes(self, data)
+
+    monkeypatch.setattr(gpath, "write_bytes", dies_halfway)
+    with pytest.raises(Killed):
+        corpus.ensure_tokenizer(d)
+    model = tmp_path / "tokenizer" / "spiece.model"
+    assert d.tokenizer_dir == str(model.parent) and not model.exists()
+    monkeypatch.undo()
+    assert corpus.ensure_tokenizer(d) is not given  # trained again, or copied again
+    assert load_tokenizer(d.tokenizer_dir).vocab_size == 120
+    meta = json.loads((model.parent / "tokenizer.json").read_text())
+    assert meta["source" if given else "trained_on"]  # the provenance, written before the model
+    if given:
+        with open(SP_FIXTURE, "rb") as f:
+            assert model.read_bytes() == f.read()

@@ -95,3 +95,22 @@ def test_wordpiece_matches_the_original_full_tokenizer():
     for case in MODE_CASES["wordpiece"]:
         tok = load_tokenizer(os.path.join(FIXTURES, "tokenizer_wp"), lower_case=case["lower_case"])
         assert tok.encode(case["text"]) == case["reference"] == case["transformers"], case
+
+
+with open(os.path.join(FIXTURES, "reference", "tokens_dup.json"), encoding="utf-8") as f:
+    DUP_CASES = json.load(f)
+
+
+def test_wordpiece_vocab_with_a_token_listed_twice():
+    """A vocab.txt that lists a token twice (released BERT vocabularies do) loads as transformers'
+    BertTokenizer loads it: the token's id is its LAST line (tokens_dup.json, made by
+    make_reference.py --duplicate-vocab); ids stay line numbers, so the size is the line count."""
+    path = os.path.join(FIXTURES, "tokenizer_wp_dup")
+    tok = load_tokenizer(path)
+    with open(os.path.join(path, "vocab.txt"), encoding="utf-8") as f:
+        assert tok.vocab_size == len(f.read().splitlines()) == 102
+    assert tok.pieces[5] == tok.pieces[63] == "world"
+    assert tok.convert_tokens_to_ids(["world", "hello"]) == [63, 98]  # not 5 and 62
+    for case in DUP_CASES:
+        assert tok.tokenize(case["text"]) == case["tokens"]
+        assert tok.encode(case["text"]) == case["ids"]

@@ -93,7 +93,9 @@ def write_atomically(path: str | os.PathLike, write: Callable[[str], Any]) -> An
         return _write_to_bucket(path, write)
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
+    # Not mkdtemp, whose 0700 the output would keep: mkdir gives what the umask allows.
+    tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:8]}")
+    os.mkdir(tmp)
     try:
         result = write(tmp)
         if not os.path.exists(path):
@@ -177,8 +179,12 @@ def save(
     """Writes (config, params[, tokenizer]) as an albert_jax checkpoint at `path`, atomically.
     `head`: the fine-tuning head the params belong to (see the module docstring); None for a
     pretraining or backbone-only checkpoint."""
-    import jax
+    head = check(path, config, params, tokenizer, head)
+    write_atomically(path, lambda tmp: write(tmp, config, params, tokenizer, info, head))
 
+
+def check(path, config: AlbertConfig, params: dict[str, Any], tokenizer=None, head=None):
+    """What `save` checks before writing anything at `path`; returns the head as stored."""
     head = normalize_head(head, where=f"head for {path}")
     check_tree(config, _shape_tree(params), f"params for {path}", head)
     if tokenizer is not None and tokenizer.vocab_size != config.vocab_size:
@@ -186,29 +192,40 @@ def save(
             f"tokenizer has {tokenizer.vocab_size} entries, config vocab_size is "
             f"{config.vocab_size}"
         )
+    return head
+
+
+def write(
+    directory: str,
+    config: AlbertConfig,
+    params: dict[str, Any],
+    tokenizer=None,
+    info: dict[str, Any] | None = None,
+    head: dict[str, Any] | None = None,
+) -> None:
+    """`save`'s files, written into an existing empty `directory`, unchecked (`check` first),
+    for a caller that makes the write atomic itself with files of its own beside them
+    (`source.convert`)."""
+    import jax
+    import orbax.checkpoint as ocp
+
     host = jax.tree_util.tree_map(np.asarray, params)
-
-    def write(tmp: str) -> None:
-        import orbax.checkpoint as ocp
-
-        with ocp.StandardCheckpointer(multiprocessing_options=_this_process_only()) as ckptr:
-            ckptr.save(paths.join(tmp, PARAMS_DIR), host)
-            ckptr.wait_until_finished()
-        epath.Path(tmp, CONFIG_FILE).write_text(config.to_json() + "\n")
-        kind = None
-        if tokenizer is not None:
-            tokenization.save_tokenizer(tokenizer, paths.join(tmp, TOKENIZER_DIR))
-            kind = "wordpiece" if hasattr(tokenizer, "pieces") else "sentencepiece"
-        meta = {
-            "format": FORMAT,
-            "version": VERSION,
-            "tokenizer": kind,
-            "head": head,
-            "info": info or {},
-        }
-        epath.Path(tmp, META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
-
-    write_atomically(path, write)
+    with ocp.StandardCheckpointer(multiprocessing_options=_this_process_only()) as ckptr:
+        ckptr.save(paths.join(directory, PARAMS_DIR), host)
+        ckptr.wait_until_finished()
+    epath.Path(directory, CONFIG_FILE).write_text(config.to_json() + "\n")
+    kind = None
+    if tokenizer is not None:
+        tokenization.save_tokenizer(tokenizer, paths.join(directory, TOKENIZER_DIR))
+        kind = "wordpiece" if hasattr(tokenizer, "pieces") else "sentencepiece"
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "tokenizer": kind,
+        "head": head,
+        "info": info or {},
+    }
+    epath.Path(directory, META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
 
 
 def is_checkpoint(path: str | os.PathLike) -> bool:

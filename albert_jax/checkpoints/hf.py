@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from typing import Any
 
 import numpy as np
@@ -475,9 +476,11 @@ def write_hf(
     from safetensors.numpy import save_file
 
     hf_config, tensors, notes = hf_tensors(config, params, head)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
+    config_file, weights = os.path.join(out_dir, "config.json"), os.path.join(out_dir, WEIGHTS)
+    with open(config_file, "w") as f:
         json.dump(hf_config, f, indent=2, sort_keys=True)
-    save_file(tensors, os.path.join(out_dir, WEIGHTS), metadata={"format": "pt"})
+    save_file(tensors, weights, metadata={"format": "pt"})
+    shutil.copymode(config_file, weights)  # safetensors makes it 0600: what the umask allows
     if tokenizer is not None:
         save_hf_tokenizer(tokenizer, out_dir)
     return notes

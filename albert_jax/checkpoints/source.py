@@ -345,11 +345,14 @@ def convert(
     to: str = "albert_jax",
     unshare: bool = False,
     config_path: str | None = None,
+    overwrite: bool = False,
 ) -> list[str]:
-    """Reads SRC, optionally unshares it, writes OUT (our format or 'hf'); returns report lines."""
+    """Reads SRC, optionally unshares it, writes OUT (our format or 'hf'); returns report lines.
+    OUT is replaced only if it is empty or convert wrote it (`check_out`), or with `overwrite`."""
 
     if to not in ("albert_jax", "hf"):
         raise ConversionError(f"unknown output format {to!r} (albert_jax or hf)")
+    check_out(src, out, overwrite)
     source = load_source(src, config_path)
     n = sum(int(np.size(x)) for x in _leaves(source.params))
     report = [f"read {source.format} checkpoint {source.location}: {n:,} parameters"]
@@ -373,15 +376,59 @@ def convert(
     if source.step is not None:
         info["step"] = source.step
     if to == "albert_jax":
-        checkpoint.save(out, config, params, tokenizer=tok, info=info, head=head)
-        notes = []
-    else:
-        notes = checkpoint.write_atomically(
-            out, lambda tmp: hf.write_hf(tmp, config, params, tokenizer=tok, head=head)
-        )
+        head = checkpoint.check(out, config, params, tok, head)
+
+    def write(tmp: str) -> list[str]:
+        if to == "albert_jax":
+            checkpoint.write(tmp, config, params, tokenizer=tok, info=info, head=head)
+            notes = []
+        else:
+            notes = hf.write_hf(tmp, config, params, tokenizer=tok, head=head)
+        files = sorted(p.name for p in epath.Path(tmp).iterdir())
+        epath.Path(tmp, MARKER).write_text(json.dumps({"files": files, **info}, indent=2))
+        check_out(src, out, overwrite)  # again: OUT may have changed while this was written
+        return notes
+
+    notes = checkpoint.write_atomically(out, write)
     report.append(f"wrote {to} checkpoint {out}: {describe(config)}")
     report += [f"  note: {x}" for x in notes]
     return report
+
+
+MARKER = ".albert_jax_convert.json"  # in every OUT convert writes: {"files": [...], "source"}
+
+
+def check_out(src: str, out: str, overwrite: bool = False) -> None:
+    """A ConversionError unless OUT may be replaced by a conversion of SRC: never SRC itself, a
+    path inside it or one that holds it (whatever `overwrite` says); an existing file or a
+    directory holding anything but what convert wrote there (MARKER's list) only with
+    `overwrite`: it may be the user's own files, or a pretraining workdir."""
+    s, o = (p if paths.is_uri(p) else os.path.realpath(p) for p in map(paths.resolve, (src, out)))
+    if s == o or o.startswith(s.rstrip("/") + "/") or s.startswith(o.rstrip("/") + "/"):
+        where = "is" if s == o else "is inside" if len(o) > len(s) else "contains"
+        raise ConversionError(
+            f"OUT {out} {where} SRC {src}: a conversion never replaces its own source; choose "
+            "another OUT"
+        )
+    target = epath.Path(o)
+    if overwrite or not target.exists():
+        return
+    if not target.is_dir():
+        raise ConversionError(
+            f"OUT {out} is a file, not a directory: not replacing it (--overwrite replaces it)"
+        )
+    names, ours = sorted(p.name for p in target.iterdir()), {MARKER}
+    try:
+        ours |= set(json.loads((target / MARKER).read_text())["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # no marker (or unreadable): nothing there is known to be ours
+    foreign = [n for n in names if n not in ours]
+    if foreign:
+        listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise ConversionError(
+            f"OUT {out} exists and holds files convert did not write ({listed}); not replacing "
+            "it: choose another OUT, or --overwrite to replace it"
+        )
 
 
 def _leaves(tree):

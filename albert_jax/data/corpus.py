@@ -294,8 +294,7 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
             return False
         mode = d.get("tokenizer_mode", "transformers")
         tok = read_tokenizer(src, lower_case=bool(d.lower_case), mode=mode) if given else tokenizer
-        save_tokenizer(tok, where)
-        _add_to_meta(meta_path, source=src)
+        save_tokenizer(tok, where, extra_meta={"source": src})
         return False
     if present:
         trained_on = meta.get("trained_on")
@@ -323,15 +322,9 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
         mode=d.get("tokenizer_mode", "transformers"),
         model_type=d.get("tokenizer_type", "unigram"),
         hard_vocab_limit=bool(d.get("hard_vocab_limit", True)),
+        extra_meta={"trained_on": _provenance(d)},  # where it came from, checked on reuse
     )
-    _add_to_meta(meta_path, trained_on=_provenance(d))
     return True
-
-
-def _add_to_meta(path: str, **entries) -> None:
-    """Where the tokenizer came from, recorded in its tokenizer.json (checked on reuse)."""
-    meta = json.loads(epath.Path(path).read_text())
-    paths.write_text(path, json.dumps({**meta, **entries}, indent=2))
 
 
 def build(data_config, train_tokenizer: bool = True, tokenizer=None, source: str = "") -> dict:

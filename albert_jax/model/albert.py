@@ -492,8 +492,21 @@ class AlbertForPreTraining(AlbertModel):
         mlm_logits = self.mlm(x, self.embeddings.attend)
         sop_logits = None
         if self.sentence_head:
+            if not self.is_initializing() and "sop" not in self.variables.get("params", {}):
+                raise ValueError(  # rather than flax's ScopeParamNotFoundError for /sop/kernel
+                    "the parameters have no sop/ (sentence-order) head: an MLM-only model "
+                    "(transformers' AlbertForMaskedLM, an MLM-only run); apply it with "
+                    "AlbertForMaskedLM(config)"
+                )
             sop_logits = self.sop(out.pooled_output).astype(jnp.float32)
         return out.replace(mlm_logits=mlm_logits, sop_logits=sop_logits)
+
+
+class AlbertForMaskedLM(AlbertForPreTraining):
+    """Backbone + MLM head, no sentence head (`sop_logits` is None): the model of a checkpoint
+    without `sop/`, e.g. transformers' AlbertForMaskedLM or an MLM-only pretraining run."""
+
+    sentence_head: bool = False
 
 
 def init_params(model: nn.Module, rng, batch: int = 1, seq_len: int = 8) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Sequence
 import sentencepiece as spm
 from etils import epath
 
+from albert_jax import paths
 from albert_jax.text import wordpiece
 from albert_jax.text.wordpiece import WordPieceTokenizer
 
@@ -140,11 +141,18 @@ class SentencePieceTokenizer:
         keep_accents: bool = False,
         mode: str = "transformers",
         check: bool = True,
+        where: str = "the SentencePiece model",
     ):
+        """`where`: the file the proto was read from, for the error if it cannot be parsed."""
         if mode not in MODES:
             raise TokenizerError(f"tokenizer mode must be one of {MODES}, got {mode!r}")
         self.sp = spm.SentencePieceProcessor()
-        self.sp.load_from_serialized_proto(model_proto)
+        try:
+            self.sp.load_from_serialized_proto(model_proto)
+        except RuntimeError:  # e.g. a 0-byte or truncated file ("unk is not defined")
+            raise TokenizerError(
+                f"{where} is not a valid SentencePiece model ({len(model_proto)} bytes)"
+            ) from None
         self.lower_case = lower_case
         self.keep_accents = keep_accents
         self.mode = mode
@@ -168,7 +176,7 @@ class SentencePieceTokenizer:
             meta = json.loads(meta_path.read_text())
             settings = {k: meta[k] for k in ("lower_case", "keep_accents", "mode") if k in meta}
         settings.update(kwargs)
-        return cls(model_path.read_bytes(), **settings)
+        return cls(model_path.read_bytes(), where=os.fspath(model_path), **settings)
 
     def to_bytes(self) -> bytes:
         """The serialized model, so a checkpoint can carry the tokenizer."""
@@ -257,13 +265,15 @@ def train_sentencepiece(
     num_threads: int = 2,
     hard_vocab_limit: bool = True,
     extra_args: dict | None = None,
+    extra_meta: dict | None = None,
 ) -> SentencePieceTokenizer:
     """Trains an ALBERT-convention SentencePiece model on preprocessed ``sentences``.
 
-    Writes ``spiece.model``, ``spiece.vocab`` and ``tokenizer.json`` (settings used at encode
-    time) to ``out_dir`` and returns the loaded, checked tokenizer. A corpus too small for
-    ``vocab_size`` is an error giving the largest size it allows, unless ``hard_vocab_limit`` is
-    False (SentencePiece then stops below ``vocab_size``).
+    Writes ``tokenizer.json`` (settings used at encode time, plus ``extra_meta``), ``spiece.vocab``
+    and ``spiece.model`` to ``out_dir`` and returns the loaded, checked tokenizer. Each file is
+    written whole or not at all, ``spiece.model`` last: its presence means a complete tokenizer.
+    A corpus too small for ``vocab_size`` is an error giving the largest size it allows, unless
+    ``hard_vocab_limit`` is False (SentencePiece then stops below ``vocab_size``).
     """
     out_dir = os.fspath(out_dir)
     with tempfile.TemporaryDirectory() as tmp:  # SentencePiece writes local files only
@@ -309,12 +319,9 @@ def train_sentencepiece(
                     "data.hard_vocab_limit=False)"
                 ) from None
             raise TokenizerError(f"SentencePiece training failed: {e}") from e
-        epath.Path(out_dir).mkdir(parents=True, exist_ok=True)
-        for name in (MODEL_FILE, "spiece.vocab"):
-            epath.Path(tmp, name).copy(epath.Path(out_dir, name), overwrite=True)
-    size = spm.SentencePieceProcessor(
-        model_proto=epath.Path(out_dir, MODEL_FILE).read_bytes()
-    ).get_piece_size()
+        proto = epath.Path(tmp, MODEL_FILE).read_bytes()
+        pieces = epath.Path(tmp, VOCAB_FILE).read_bytes()
+    size = spm.SentencePieceProcessor(model_proto=proto).get_piece_size()
     meta = TokenizerMeta(
         lower_case=lower_case,
         keep_accents=keep_accents,
@@ -323,7 +330,10 @@ def train_sentencepiece(
         model_type=model_type,
         mode=mode,
     )
-    epath.Path(out_dir, META_FILE).write_text(json.dumps(dataclasses.asdict(meta), indent=2))
+    meta = {**dataclasses.asdict(meta), **(extra_meta or {})}
+    paths.write_text(paths.join(out_dir, META_FILE), json.dumps(meta, indent=2))
+    paths.write_bytes(paths.join(out_dir, VOCAB_FILE), pieces)
+    paths.write_bytes(paths.join(out_dir, MODEL_FILE), proto)
     return SentencePieceTokenizer.from_dir(out_dir)
 
 
@@ -382,24 +392,25 @@ def read_tokenizer(
     proto = epath.Path(path).read_bytes()
     try:
         return SentencePieceTokenizer(
-            proto, lower_case=lower_case, keep_accents=keep_accents, mode=mode, check=False
-        )
-    except RuntimeError as e:  # sentencepiece cannot parse it
-        raise TokenizerError(
-            f"{path}: not a SentencePiece model ({e}); a WordPiece vocabulary must end in .txt"
-        ) from None
+            proto, lower_case=lower_case, keep_accents=keep_accents, mode=mode, check=False,
+            where=path,
+        )  # fmt: skip
+    except TokenizerError as e:
+        if mode not in MODES:
+            raise
+        raise TokenizerError(f"{e}; a WordPiece vocabulary must end in .txt") from None
 
 
-def save_tokenizer(tokenizer, out_dir: str | os.PathLike) -> None:
-    """Writes a tokenizer so that ``load_tokenizer(out_dir)`` gives the same one back."""
-    out = epath.Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+def save_tokenizer(tokenizer, out_dir: str | os.PathLike, extra_meta: dict | None = None) -> None:
+    """Writes a tokenizer so that ``load_tokenizer(out_dir)`` gives the same one back, with
+    ``extra_meta`` in its tokenizer.json. Each file whole or not at all, the model (or vocab.txt)
+    last: its presence means a complete tokenizer."""
     if isinstance(tokenizer, SentencePieceTokenizer):
-        (out / MODEL_FILE).write_bytes(tokenizer.to_bytes())
-        meta = {"type": "sentencepiece", **tokenizer.meta()}
-        (out / META_FILE).write_text(json.dumps(meta, indent=2))
+        meta = {"type": "sentencepiece", **tokenizer.meta(), **(extra_meta or {})}
+        paths.write_text(paths.join(out_dir, META_FILE), json.dumps(meta, indent=2))
+        paths.write_bytes(paths.join(out_dir, MODEL_FILE), tokenizer.to_bytes())
     else:
-        tokenizer.save(out_dir)
+        tokenizer.save(out_dir, extra_meta)
 
 
 def find_tokenizer(path: str | os.PathLike):
@@ -421,7 +432,9 @@ def find_tokenizer(path: str | os.PathLike):
     if len(models) == 1:
         proto = epath.Path(models[0]).read_bytes()
         keep = bool(settings.get("keep_accents", False))
-        return SentencePieceTokenizer(proto, lower_case=lower, keep_accents=keep, check=False)
+        return SentencePieceTokenizer(
+            proto, lower_case=lower, keep_accents=keep, check=False, where=models[0]
+        )
     if len(vocabs) == 1 and not models:
         return WordPieceTokenizer.from_file(vocabs[0], lower_case=lower)
     if models or vocabs:

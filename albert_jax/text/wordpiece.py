@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 
 from etils import epath
 
+from albert_jax import paths
+
 VOCAB_FILE = "vocab.txt"
 META_FILE = "tokenizer.json"
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -110,9 +112,9 @@ class WordPieceTokenizer:
 
     def __init__(self, vocab: Sequence[str], *, lower_case: bool = True):
         self.pieces = list(vocab)
+        # Ids are line numbers. Released vocabularies list some tokens twice: such a token maps
+        # to its last line, as in transformers' `load_vocab` (its earlier ids are never produced).
         self.vocab = {p: i for i, p in enumerate(self.pieces)}
-        if len(self.vocab) != len(self.pieces):
-            raise ValueError("WordPiece vocab has duplicate entries")
         missing = [s for s in ("[UNK]",) if s not in self.vocab]
         if missing:
             raise ValueError(f"WordPiece vocab lacks {missing}")
@@ -140,10 +142,11 @@ class WordPieceTokenizer:
         settings.update(kwargs)
         return cls.from_file(vocab_path, **settings)
 
-    def save(self, out_dir: str | os.PathLike) -> None:
-        out = epath.Path(out_dir)
-        (out / VOCAB_FILE).write_text("".join(p + "\n" for p in self.pieces), "utf-8")
-        (out / META_FILE).write_text(json.dumps(self.meta(), indent=2))
+    def save(self, out_dir: str | os.PathLike, extra_meta: dict | None = None) -> None:
+        """tokenizer.json (with `extra_meta`), then vocab.txt: each whole or not at all."""
+        meta = {**self.meta(), **(extra_meta or {})}
+        paths.write_text(paths.join(out_dir, META_FILE), json.dumps(meta, indent=2))
+        paths.write_text(paths.join(out_dir, VOCAB_FILE), "".join(p + "\n" for p in self.pieces))
 
     def meta(self) -> dict:
         return {
