@@ -267,3 +267,17 @@ def test_check_optim_config_accepts_what_runs_use():
     optim.check_optim_config(c, None, auto=True)
     with pytest.raises(optim.OptimConfigError):
         optim.check_optim_config(c, None)
+
+
+# ---- issue 39: fine-tuning inputs that trained on nonsense or ended in a traceback -------------
+def test_regression_labels_must_fit_the_loss(tmp_path):
+    big = tmp_path / "big.tsv"
+    big.write_text("text\tlabel\na\t1.5\nb\t1e30\n")
+    with pytest.raises(D.DataError, match="big.tsv:3: regression label '1e30' is too large"):
+        D.read_examples(big, task_type="regression")
+    for value in ("inf", "nan", "-1e999"):
+        big.write_text(f"text\tlabel\na\t{value}\n")
+        with pytest.raises(D.DataError, match="big.tsv:2: regression label .* not a finite"):
+            D.read_examples(big, task_type="regression")
+    big.write_text("text\tlabel\na\t-1e16\nb\t1e16\n")  # large, but its loss is finite
+    assert [e.label for e in D.read_examples(big, task_type="regression")] == [-1e16, 1e16]
