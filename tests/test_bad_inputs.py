@@ -16,6 +16,7 @@ import pytest
 from albert_jax.experiments import datasets
 from albert_jax.tasks import data as D
 from albert_jax.tasks import finetuning as F
+from albert_jax.tasks import tagging
 from albert_jax.train import optim
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -270,6 +271,18 @@ def test_check_optim_config_accepts_what_runs_use():
 
 
 # ---- issue 39: fine-tuning inputs that trained on nonsense or ended in a traceback -------------
+def test_a_tag_outside_the_scheme_is_refused_where_it_is_read(tmp_path):
+    conll = tmp_path / "tags.conll"
+    conll.write_text("-DOCSTART-\n\nParis\tB-LOC\nis\tO\n\nACME\tS-ORG\nsells\tO\n\n")
+    with pytest.raises(D.DataError, match=rf"{conll}:6: tag 'S-ORG' is not a BIO tag"):
+        tagging.read(conll, ml_collections.ConfigDict({"scheme": "BIO"}))
+    assert len(tagging.read(conll, ml_collections.ConfigDict({"scheme": "BMES"}))[0]) == 2
+    jsonl = tmp_path / "tags.jsonl"
+    jsonl.write_text('{"words": ["a"], "tags": ["O"]}\n{"words": ["b", "c"], "tags": ["O", "X"]}\n')
+    with pytest.raises(D.DataError, match=rf"{jsonl}:2: tag 'X' is not a BIO tag"):
+        tagging.read(jsonl, ml_collections.ConfigDict({"scheme": "BIO"}))
+
+
 def test_regression_labels_must_fit_the_loss(tmp_path):
     big = tmp_path / "big.tsv"
     big.write_text("text\tlabel\na\t1.5\nb\t1e30\n")
