@@ -271,6 +271,17 @@ def test_check_optim_config_accepts_what_runs_use():
 
 
 # ---- issue 39: fine-tuning inputs that trained on nonsense or ended in a traceback -------------
+@pytest.mark.slow
+def test_a_training_file_with_one_class(tmp_path):
+    one = tmp_path / "one.tsv"
+    one.write_text("text\tlabel\ngood room\tpos\nnice room\tpos\n")
+    line = finetune("tsv.py", tmp_path, f"--config.task.train={one}", *RANDOM)
+    assert line == (
+        f"error: task.train {one}: 1 label(s) ['pos']: classification needs at least 2 labels "
+        "to tell apart"
+    )
+
+
 def test_a_tag_outside_the_scheme_is_refused_where_it_is_read(tmp_path):
     conll = tmp_path / "tags.conll"
     conll.write_text("-DOCSTART-\n\nParis\tB-LOC\nis\tO\n\nACME\tS-ORG\nsells\tO\n\n")
