@@ -271,6 +271,22 @@ def test_check_optim_config_accepts_what_runs_use():
 
 
 # ---- issue 39: fine-tuning inputs that trained on nonsense or ended in a traceback -------------
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--config.optim.lr_multipliers=^classifer/=10",
+         "error: optim.lr_multipliers: '^classifer/' matches no parameter (the top-level groups: "
+         "classifier, "),
+        slow("--config.optim.frozen=^embedings/",
+             "error: optim.frozen: '^embedings/' matches no parameter"),
+    ],
+)  # fmt: skip
+def test_a_regex_that_matches_no_parameter(tmp_path, tsv, flag, message):
+    assert finetune("tsv.py", tmp_path, f"--config.task.train={tsv}", *RANDOM, flag).startswith(
+        message
+    )
+
+
 @pytest.mark.slow
 def test_a_training_file_with_one_class(tmp_path):
     one = tmp_path / "one.tsv"
