@@ -271,6 +271,36 @@ def test_check_optim_config_accepts_what_runs_use():
 
 
 # ---- issue 39: fine-tuning inputs that trained on nonsense or ended in a traceback -------------
+@pytest.mark.slow
+def test_a_prepared_dataset_is_never_built_again(tmp_path, monkeypatch):
+    """A near-miss of its file name (train.conl) in the dataset's own place: the dataset there
+    (dev.conll edited by hand) stays as it is, and the missing file is named."""
+    from configs.finetune import ner
+
+    home = tmp_path / "data" / "finetune" / "ner"
+    home.mkdir(parents=True)
+    files = ["dev.conll", "test.conll", "train.conll"]
+    for name in files:
+        (home / name).write_text("Paris\tB-LOC\nis\tO\n\n")
+    (home / datasets.MARKER).write_text(json.dumps({"dataset": "ner", "files": files}))
+    (home / "dev.conll").write_text("my\tO\nedit\tO\n\n")  # by hand: ours no more
+    before = hashes(home)
+    line = finetune("ner.py", tmp_path, "--config.task.train=data/finetune/ner/train.conl", *RANDOM)
+    assert line.startswith(
+        "error: task.train data/finetune/ner/train.conl does not exist (data/finetune/ner exists "
+        "and is not built again over its files"
+    )
+    assert hashes(home) == before
+    monkeypatch.chdir(tmp_path)
+    config = ner.get_config()
+    assert F.dataset_to_build(config) == ""  # even with every name right: it is there
+    (tmp_path / "fresh").mkdir()
+    monkeypatch.chdir(tmp_path / "fresh")
+    assert F.dataset_to_build(config) == "ner"
+    config.task.train = "data/finetune/ner/train.conl"  # not its own file: never built for it
+    assert F.dataset_to_build(config) == ""
+
+
 @pytest.mark.parametrize(
     "flag, message",
     [

@@ -437,18 +437,20 @@ def check_config(config) -> None:
 
 
 def dataset_to_build(config) -> str:
-    """The `task.prepare` dataset to build before the run ('' if none): only when task.train is
-    missing and every split names its own file (train.*, dev.*, test.*) in `task.prepare_dir`,
-    the dataset's default place. A missing file anywhere else is the user's (a typo in their
-    own directory must not have ours built over it): `check_files` names it."""
+    """The `task.prepare` dataset to build before the run ('' if none): only when its default
+    place `task.prepare_dir` does not exist yet and every split names its own file there
+    (train.EXT, dev.EXT, test.EXT, one extension). A missing file anywhere else is the user's (a
+    typo in their own directory must not have ours built over it), and a dataset already there
+    is never built again (its files may have been edited): `check_files` names the file."""
     t = config.task
     name, home = t.get("prepare", ""), t.get("prepare_dir", "")
-    if not name or not home or not t.train or epath.Path(t.train).exists():
+    if not name or not home or not t.train or epath.Path(home).exists():
         return ""
-    for split in SPLITS:
-        path = t.get(split, "")
+    given = {split: t.get(split, "") for split in SPLITS if t.get(split, "")}
+    exts = {os.path.splitext(path)[1] for path in given.values()}
+    for split, path in given.items():
         stem, where = os.path.splitext(os.path.basename(path))[0], os.path.dirname(path)
-        if path and (stem != split or os.path.abspath(where) != os.path.abspath(home)):
+        if stem != split or os.path.abspath(where) != os.path.abspath(home) or len(exts) > 1:
             return ""
     return name
 
@@ -461,10 +463,15 @@ def check_files(config) -> None:
         path = t.get(split, "")
         if path and not epath.Path(path).exists():
             name, home = t.get("prepare", ""), t.get("prepare_dir", "")
-            hint = (
-                f" (the {name} dataset is only built at its default place {home}; run "
-                f"`python -m finetune.prepare {name} --out DIR` to build it elsewhere)"
-                if name and home
-                else ""
-            )
+            hint = ""
+            if name and home and epath.Path(home).exists():
+                hint = (
+                    f" ({home} exists and is not built again over its files; `python -m "
+                    f"finetune.prepare {name} --out {home}` rebuilds it)"
+                )
+            elif name and home:
+                hint = (
+                    f" (the {name} dataset is only built at its default place {home}; run "
+                    f"`python -m finetune.prepare {name} --out DIR` to build it elsewhere)"
+                )
             raise FinetuneError(f"task.{split} {path} does not exist{hint}")
