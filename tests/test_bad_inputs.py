@@ -301,6 +301,37 @@ def test_a_prepared_dataset_is_never_built_again(tmp_path, monkeypatch):
     assert F.dataset_to_build(config) == ""
 
 
+def tsv_config(**settings):
+    from configs.finetune import tsv
+
+    config = tsv.get_config()
+    config.update(settings)
+    return config
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"max_train_examples": -5}, "max_train_examples must be an integer >= 0, got -5"),
+        ({"eval_every": -1}, "eval_every must be an integer >= 0, got -1"),
+        ({"log_every": 0}, "log_every must be an integer >= 1, got 0"),
+        ({"checkpoint_every": -1}, "checkpoint_every must be an integer >= 0, got -1"),
+        ({"best_metric": "f1"}, "best_metric: metric 'f1' is not computed for classification "
+         "tasks; choose one of \\['accuracy', 'macro_f1', 'mcc'\\]"),
+        ({"task.max_seq_length": 2}, r"task.max_seq_length must be an integer >= 3 \(\[CLS\] "),
+        ({"fresh_params": "^classifier/("}, r"fresh_params: '\^classifier/\(' is not a regex"),
+    ],
+)  # fmt: skip
+def test_settings_refused_before_anything_is_read(settings, message):
+    config = tsv_config()
+    F.check_config(config)  # the defaults: 0 is documented as once per epoch / at every eval
+    for key, value in settings.items():
+        parent, _, field = key.rpartition(".")
+        (config[parent] if parent else config)[field] = value
+    with pytest.raises(F.FinetuneError, match=message):
+        F.check_config(config)
+
+
 @pytest.mark.parametrize(
     "flag, message",
     [

@@ -34,6 +34,7 @@ import json
 import logging
 import math
 import os
+import re
 from typing import Any
 
 import jax
@@ -413,6 +414,7 @@ def parse_seeds(config) -> list[int]:
 
 
 SPLITS = ("train", "dev", "test")
+MIN_SEQ_LENGTH = 3
 
 
 def check_config(config) -> None:
@@ -422,12 +424,31 @@ def check_config(config) -> None:
     parse_seeds(config)
     if config.task.type not in TASK_TYPES:
         raise FinetuneError(f"task.type must be one of {TASK_TYPES}, got {config.task.type!r}")
-    # 0: batch_size / from the epochs / none
-    lowest = {"batch_size": 1, "eval_batch_size": 0, "total_steps": 0, "min_steps": 0}
+    # 0: batch_size / from the epochs / none / once per epoch / at every evaluation / all
+    lowest = {
+        "batch_size": 1, "eval_batch_size": 0, "total_steps": 0, "min_steps": 0,
+        "eval_every": 0, "checkpoint_every": 0, "log_every": 1, "max_train_examples": 0,
+    }  # fmt: skip
     for key, low in lowest.items():
         value = config.get(key, low)
         if not isinstance(value, int) or value < low:
             raise FinetuneError(f"{key} must be an integer >= {low}, got {value!r}")
+    # [CLS] [SEP] and at least one piece of text
+    length = config.task.get("max_seq_length", MIN_SEQ_LENGTH)
+    if not isinstance(length, int) or length < MIN_SEQ_LENGTH:
+        raise FinetuneError(
+            f"task.max_seq_length must be an integer >= {MIN_SEQ_LENGTH} ([CLS] text [SEP]), "
+            f"got {length!r}"
+        )
+    try:
+        M.best_metric_name(config.task.type, config.get("best_metric", "") or None)
+    except ValueError as e:
+        raise FinetuneError(f"best_metric: {e}") from None
+    for pattern in regex_list(config.get("fresh_params", ())):
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise FinetuneError(f"fresh_params: {pattern!r} is not a regex ({e})") from None
     epochs, warmup = config.get("num_epochs", 1.0), config.get("warmup_fraction", 0.0)
     if not config.get("total_steps") and not (math.isfinite(epochs) and epochs > 0):
         raise FinetuneError(f"num_epochs must be > 0 (or total_steps set), got {epochs!r}")
