@@ -348,6 +348,16 @@ def test_a_regex_that_matches_no_parameter(tmp_path, tsv, flag, message):
     )
 
 
+@pytest.mark.parametrize(
+    "name, text",
+    [("header.tsv", "text\tlabel\n"), slow("empty.jsonl", "\n")],
+)
+def test_a_training_file_without_examples(tmp_path, name, text):
+    (tmp_path / name).write_text(text)
+    line = finetune("tsv.py", tmp_path, f"--config.task.train={tmp_path / name}", *RANDOM)
+    assert line == f"error: task.train {tmp_path / name}: no examples"
+
+
 @pytest.mark.slow
 def test_a_training_file_with_one_class(tmp_path):
     one = tmp_path / "one.tsv"

@@ -194,6 +194,9 @@ class FinetuneData:
             raise FinetuneError("task.train is empty: name the training file")
         self._read_counts: dict[str, dict] = {}
         self.examples = {s: self._read(p, t) for s, p in paths.items() if p}
+        for split, examples in self.examples.items():
+            if not examples:  # a header only, or blank lines: nothing to train or score on
+                raise D.DataError(f"task.{split} {paths[split]}: no examples")
         check_targets = getattr(self.module, "check_targets", None)
         if "train" in self.examples and check_targets:
             check_targets(self.examples["train"], t)
