@@ -320,6 +320,8 @@ def tsv_config(**settings):
          "tasks; choose one of \\['accuracy', 'macro_f1', 'mcc'\\]"),
         ({"task.max_seq_length": 2}, r"task.max_seq_length must be an integer >= 3 \(\[CLS\] "),
         ({"fresh_params": "^classifier/("}, r"fresh_params: '\^classifier/\(' is not a regex"),
+        ({"task.type": "tagging", "task.scheme": "IOB"},
+         r"task.scheme must be one of \('BIO', 'BMES'\), got 'IOB'"),
     ],
 )  # fmt: skip
 def test_settings_refused_before_anything_is_read(settings, message):

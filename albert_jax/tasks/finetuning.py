@@ -447,6 +447,9 @@ def check_config(config) -> None:
         M.best_metric_name(config.task.type, config.get("best_metric", "") or None)
     except ValueError as e:
         raise FinetuneError(f"best_metric: {e}") from None
+    scheme = config.task.get("scheme", "BIO")
+    if config.task.type == "tagging" and scheme not in M.SCHEMES:  # else a KeyError at reading
+        raise FinetuneError(f"task.scheme must be one of {M.SCHEMES}, got {scheme!r}")
     for pattern in regex_list(config.get("fresh_params", ())):
         try:
             re.compile(pattern)

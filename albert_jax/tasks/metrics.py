@@ -36,6 +36,7 @@ _LOWER_IS_BETTER = frozenset({"mse"})
 # BMES (Chinese segmentation / NER convention) is IOBES with M for "inside".
 _BMES_TO_IOBES = {"B": "B", "M": "I", "E": "E", "S": "S"}
 _SCHEMES = {"BIO": (IOB2, frozenset("BI")), "BMES": (IOBES, frozenset("BMES"))}
+SCHEMES = tuple(_SCHEMES)  # task.scheme's values
 
 
 def classification_metrics(labels, preds) -> dict:
