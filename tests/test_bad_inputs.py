@@ -16,6 +16,7 @@ import pytest
 from albert_jax.experiments import datasets
 from albert_jax.tasks import data as D
 from albert_jax.tasks import finetuning as F
+from albert_jax.tasks import tagging
 from albert_jax.train import optim
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -317,3 +318,129 @@ def test_convert_and_finetune_name_a_broken_spiece_model(broken_spiece, tsv, tmp
     line = finetune("tsv.py", tmp_path, f"--config.task.train={tsv}", f"--config.init={ckpt}")
     assert line == want
     assert tree(tmp_path) == before  # nothing written
+
+
+# ---- issue 39: fine-tuning inputs that trained on nonsense or ended in a traceback -------------
+@pytest.mark.slow
+def test_a_prepared_dataset_is_never_built_again(tmp_path, monkeypatch):
+    """A near-miss of its file name (train.conl) in the dataset's own place: the dataset there
+    (dev.conll edited by hand) stays as it is, and the missing file is named."""
+    from configs.finetune import ner
+
+    home = tmp_path / "data" / "finetune" / "ner"
+    home.mkdir(parents=True)
+    files = ["dev.conll", "test.conll", "train.conll"]
+    for name in files:
+        (home / name).write_text("Paris\tB-LOC\nis\tO\n\n")
+    (home / datasets.MARKER).write_text(json.dumps({"dataset": "ner", "files": files}))
+    (home / "dev.conll").write_text("my\tO\nedit\tO\n\n")  # by hand: ours no more
+    before = hashes(home)
+    line = finetune("ner.py", tmp_path, "--config.task.train=data/finetune/ner/train.conl", *RANDOM)
+    assert line.startswith(
+        "error: task.train data/finetune/ner/train.conl does not exist (data/finetune/ner exists "
+        "and is not built again over its files"
+    )
+    assert hashes(home) == before
+    monkeypatch.chdir(tmp_path)
+    config = ner.get_config()
+    assert F.dataset_to_build(config) == ""  # even with every name right: it is there
+    (tmp_path / "fresh").mkdir()
+    monkeypatch.chdir(tmp_path / "fresh")
+    assert F.dataset_to_build(config) == "ner"
+    config.task.train = "data/finetune/ner/train.conl"  # not its own file: never built for it
+    assert F.dataset_to_build(config) == ""
+
+
+def tsv_config(**settings):
+    from configs.finetune import tsv
+
+    config = tsv.get_config()
+    config.update(settings)
+    return config
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"max_train_examples": -5}, "max_train_examples must be an integer >= 0, got -5"),
+        ({"eval_every": -1}, "eval_every must be an integer >= 0, got -1"),
+        ({"log_every": 0}, "log_every must be an integer >= 1, got 0"),
+        ({"checkpoint_every": -1}, "checkpoint_every must be an integer >= 0, got -1"),
+        ({"best_metric": "f1"}, "best_metric: metric 'f1' is not computed for classification "
+         "tasks; choose one of \\['accuracy', 'macro_f1', 'mcc'\\]"),
+        ({"task.max_seq_length": 2}, r"task.max_seq_length must be an integer >= 3 \(\[CLS\] "),
+        ({"fresh_params": "^classifier/("}, r"fresh_params: '\^classifier/\(' is not a regex"),
+        ({"task.type": "tagging", "task.scheme": "IOB"},
+         r"task.scheme must be one of \('BIO', 'BMES'\), got 'IOB'"),
+    ],
+)  # fmt: skip
+def test_settings_refused_before_anything_is_read(settings, message):
+    config = tsv_config()
+    F.check_config(config)  # the defaults: 0 is documented as once per epoch / at every eval
+    for key, value in settings.items():
+        parent, _, field = key.rpartition(".")
+        (config[parent] if parent else config)[field] = value
+    with pytest.raises(F.FinetuneError, match=message):
+        F.check_config(config)
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--config.optim.lr_multipliers=^classifer/=10",
+         "error: optim.lr_multipliers: '^classifer/' matches no parameter (the top-level groups: "
+         "classifier, "),
+        slow("--config.optim.frozen=^embedings/",
+             "error: optim.frozen: '^embedings/' matches no parameter"),
+    ],
+)  # fmt: skip
+def test_a_regex_that_matches_no_parameter(tmp_path, tsv, flag, message):
+    assert finetune("tsv.py", tmp_path, f"--config.task.train={tsv}", *RANDOM, flag).startswith(
+        message
+    )
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [("header.tsv", "text\tlabel\n"), slow("empty.jsonl", "\n")],
+)
+def test_a_training_file_without_examples(tmp_path, name, text):
+    (tmp_path / name).write_text(text)
+    line = finetune("tsv.py", tmp_path, f"--config.task.train={tmp_path / name}", *RANDOM)
+    assert line == f"error: task.train {tmp_path / name}: no examples"
+
+
+@pytest.mark.slow
+def test_a_training_file_with_one_class(tmp_path):
+    one = tmp_path / "one.tsv"
+    one.write_text("text\tlabel\ngood room\tpos\nnice room\tpos\n")
+    line = finetune("tsv.py", tmp_path, f"--config.task.train={one}", *RANDOM)
+    assert line == (
+        f"error: task.train {one}: 1 label(s) ['pos']: classification needs at least 2 labels "
+        "to tell apart"
+    )
+
+
+def test_a_tag_outside_the_scheme_is_refused_where_it_is_read(tmp_path):
+    conll = tmp_path / "tags.conll"
+    conll.write_text("-DOCSTART-\n\nParis\tB-LOC\nis\tO\n\nACME\tS-ORG\nsells\tO\n\n")
+    with pytest.raises(D.DataError, match=rf"{conll}:6: tag 'S-ORG' is not a BIO tag"):
+        tagging.read(conll, ml_collections.ConfigDict({"scheme": "BIO"}))
+    assert len(tagging.read(conll, ml_collections.ConfigDict({"scheme": "BMES"}))[0]) == 2
+    jsonl = tmp_path / "tags.jsonl"
+    jsonl.write_text('{"words": ["a"], "tags": ["O"]}\n{"words": ["b", "c"], "tags": ["O", "X"]}\n')
+    with pytest.raises(D.DataError, match=rf"{jsonl}:2: tag 'X' is not a BIO tag"):
+        tagging.read(jsonl, ml_collections.ConfigDict({"scheme": "BIO"}))
+
+
+def test_regression_labels_must_fit_the_loss(tmp_path):
+    big = tmp_path / "big.tsv"
+    big.write_text("text\tlabel\na\t1.5\nb\t1e30\n")
+    with pytest.raises(D.DataError, match="big.tsv:3: regression label '1e30' is too large"):
+        D.read_examples(big, task_type="regression")
+    for value in ("inf", "nan", "-1e999"):
+        big.write_text(f"text\tlabel\na\t{value}\n")
+        with pytest.raises(D.DataError, match="big.tsv:2: regression label .* not a finite"):
+            D.read_examples(big, task_type="regression")
+    big.write_text("text\tlabel\na\t-1e16\nb\t1e16\n")  # large, but its loss is finite
+    assert [e.label for e in D.read_examples(big, task_type="regression")] == [-1e16, 1e16]

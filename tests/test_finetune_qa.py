@@ -152,6 +152,24 @@ def test_bad_squad_files_are_named(tmp_path):
     assert examples[0].answers == ("b",)
 
 
+def test_a_negative_answer_start_is_not_at_its_text(tmp_path):
+    """Python's slice counts a negative offset from the end, where the text may well be: still
+    not an offset, so counted as a miss (and left out of training) like any other."""
+    qas = [
+        {"id": "neg", "question": "q", "answers": [{"text": "b", "answer_start": -5}]},
+        {"id": "far", "question": "q", "answers": [{"text": "b", "answer_start": 99}]},
+        {"id": "ok", "question": "q", "answers": [{"text": "b", "answer_start": 0}]},
+    ]
+    path = tmp_path / "neg.json"
+    path.write_text(json.dumps({"data": [{"paragraphs": [{"context": "b a c", "qas": qas}]}]}))
+    examples, counts = read_squad(path)
+    assert counts["answers_not_found"] == 2
+    assert [e.answer_start for e in examples] == [None, None, 0]  # "b a c"[-5:-4] == "b"
+    assert [e.given_start for e in examples] == [-5, 99, 0]
+    with pytest.raises(OffsetError, match=r"2 of 3 .*answer_start -5 holds '', 'b' is at 0"):
+        training_examples(examples, "neg.json")
+
+
 def _misplace(src, dst, qids):
     """A copy of SQuAD file `src` whose questions `qids` have answer_start one past their text."""
     doc = json.load(open(src))

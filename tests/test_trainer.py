@@ -326,13 +326,22 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
     checkpoint on disk is step 2 with finite parameters."""
     config = make_config(total_steps=N)
     task = make_task(config, inf_at=2)
-    with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 3.*last good checkpoint"):
+    with pytest.raises(
+        NonFiniteLossError, match=r"loss is nan at step 3.*last good checkpoint \(step 2\)"
+    ):
         train(config, str(tmp_path), task)
     assert ckpt_steps(tmp_path) == [2]
     state = load_state(tmp_path, 2)
     assert int(state["step"]) == 2
     assert all(np.all(np.isfinite(x)) for x in jax.tree_util.tree_leaves(state["params"]))
     assert sorted(read_metrics(tmp_path)) == [1, 2]  # the NaN step was never logged
+
+
+def test_nonfinite_loss_before_any_checkpoint_claims_none(tmp_path):
+    config = make_config(total_steps=N)
+    with pytest.raises(NonFiniteLossError, match=r"at step 1; .* No checkpoint was written"):
+        train(config, str(tmp_path), make_task(config, inf_at=0))
+    assert ckpt_steps(tmp_path) == []
 
 
 # --------------------------------------------------------------------------- metrics output

@@ -79,6 +79,13 @@ def class_labels(data, t) -> list[str]:
     a starting head with other labels must start fresh (shared with tagging: its tag set)."""
     source = data.examples.get("train") or [e for ex in data.examples.values() for e in ex]
     labels = list(t.get("labels", ()) or ()) or D.label_list(source)
+    if len(labels) < 2:  # a 1-output head: loss 0 and accuracy 1 from the first step
+        what = "task.labels" if t.get("labels", ()) else f"task.train {t.get('train', '')}"
+        kind = "tag" if t.type == "tagging" else "label"
+        raise FinetuneError(
+            f"{what}: {len(labels)} {kind}(s) {labels}: {t.type} needs at least 2 {kind}s to "
+            "tell apart"
+        )
     head = getattr(data.source, "head", None)
     if head and head.get("labels") and list(head["labels"]) != labels:
         if not path_matcher(data.fresh_params or None)("classifier/kernel"):

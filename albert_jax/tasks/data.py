@@ -21,6 +21,9 @@ from albert_jax import paths
 from albert_jax.text.tokenization import SPIECE_UNDERLINE, SentencePieceTokenizer
 
 IGNORE = -1  # label / word id of positions that carry no word label (loss and metrics skip them)
+# The largest regression label: the loss sums squared errors over the batch in float32, which
+# stays finite for batches up to 2**20 examples of labels this size (1.8e16).
+MAX_REGRESSION_LABEL = math.sqrt(np.finfo(np.float32).max / 2**20)
 _FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
 
 
@@ -180,6 +183,12 @@ def _label(value, column: str, task_type: str, where: str) -> str | float:
         number = math.nan
     if isinstance(value, bool) or not math.isfinite(number):
         raise DataError(f"{where}: regression label {value!r} is not a finite number")
+    if abs(number) > MAX_REGRESSION_LABEL:
+        raise DataError(
+            f"{where}: regression label {value!r} is too large: the loss (squared errors in "
+            f"float32) would overflow; labels must be at most {MAX_REGRESSION_LABEL:.2g} in "
+            "magnitude (rescale them)"
+        )
     return number
 
 

@@ -34,6 +34,7 @@ import json
 import logging
 import math
 import os
+import re
 from typing import Any
 
 import jax
@@ -193,6 +194,9 @@ class FinetuneData:
             raise FinetuneError("task.train is empty: name the training file")
         self._read_counts: dict[str, dict] = {}
         self.examples = {s: self._read(p, t) for s, p in paths.items() if p}
+        for split, examples in self.examples.items():
+            if not examples:  # a header only, or blank lines: nothing to train or score on
+                raise D.DataError(f"task.{split} {paths[split]}: no examples")
         check_targets = getattr(self.module, "check_targets", None)
         if "train" in self.examples and check_targets:
             check_targets(self.examples["train"], t)
@@ -413,6 +417,7 @@ def parse_seeds(config) -> list[int]:
 
 
 SPLITS = ("train", "dev", "test")
+MIN_SEQ_LENGTH = 3
 
 
 def check_config(config) -> None:
@@ -422,12 +427,34 @@ def check_config(config) -> None:
     parse_seeds(config)
     if config.task.type not in TASK_TYPES:
         raise FinetuneError(f"task.type must be one of {TASK_TYPES}, got {config.task.type!r}")
-    # 0: batch_size / from the epochs / none
-    lowest = {"batch_size": 1, "eval_batch_size": 0, "total_steps": 0, "min_steps": 0}
+    # 0: batch_size / from the epochs / none / once per epoch / at every evaluation / all
+    lowest = {
+        "batch_size": 1, "eval_batch_size": 0, "total_steps": 0, "min_steps": 0,
+        "eval_every": 0, "checkpoint_every": 0, "log_every": 1, "max_train_examples": 0,
+    }  # fmt: skip
     for key, low in lowest.items():
         value = config.get(key, low)
         if not isinstance(value, int) or value < low:
             raise FinetuneError(f"{key} must be an integer >= {low}, got {value!r}")
+    # [CLS] [SEP] and at least one piece of text
+    length = config.task.get("max_seq_length", MIN_SEQ_LENGTH)
+    if not isinstance(length, int) or length < MIN_SEQ_LENGTH:
+        raise FinetuneError(
+            f"task.max_seq_length must be an integer >= {MIN_SEQ_LENGTH} ([CLS] text [SEP]), "
+            f"got {length!r}"
+        )
+    try:
+        M.best_metric_name(config.task.type, config.get("best_metric", "") or None)
+    except ValueError as e:
+        raise FinetuneError(f"best_metric: {e}") from None
+    scheme = config.task.get("scheme", "BIO")
+    if config.task.type == "tagging" and scheme not in M.SCHEMES:  # else a KeyError at reading
+        raise FinetuneError(f"task.scheme must be one of {M.SCHEMES}, got {scheme!r}")
+    for pattern in regex_list(config.get("fresh_params", ())):
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise FinetuneError(f"fresh_params: {pattern!r} is not a regex ({e})") from None
     epochs, warmup = config.get("num_epochs", 1.0), config.get("warmup_fraction", 0.0)
     if not config.get("total_steps") and not (math.isfinite(epochs) and epochs > 0):
         raise FinetuneError(f"num_epochs must be > 0 (or total_steps set), got {epochs!r}")
@@ -437,18 +464,20 @@ def check_config(config) -> None:
 
 
 def dataset_to_build(config) -> str:
-    """The `task.prepare` dataset to build before the run ('' if none): only when task.train is
-    missing and every split names its own file (train.*, dev.*, test.*) in `task.prepare_dir`,
-    the dataset's default place. A missing file anywhere else is the user's (a typo in their
-    own directory must not have ours built over it): `check_files` names it."""
+    """The `task.prepare` dataset to build before the run ('' if none): only when its default
+    place `task.prepare_dir` does not exist yet and every split names its own file there
+    (train.EXT, dev.EXT, test.EXT, one extension). A missing file anywhere else is the user's (a
+    typo in their own directory must not have ours built over it), and a dataset already there
+    is never built again (its files may have been edited): `check_files` names the file."""
     t = config.task
     name, home = t.get("prepare", ""), t.get("prepare_dir", "")
-    if not name or not home or not t.train or epath.Path(t.train).exists():
+    if not name or not home or not t.train or epath.Path(home).exists():
         return ""
-    for split in SPLITS:
-        path = t.get(split, "")
+    given = {split: t.get(split, "") for split in SPLITS if t.get(split, "")}
+    exts = {os.path.splitext(path)[1] for path in given.values()}
+    for split, path in given.items():
         stem, where = os.path.splitext(os.path.basename(path))[0], os.path.dirname(path)
-        if path and (stem != split or os.path.abspath(where) != os.path.abspath(home)):
+        if stem != split or os.path.abspath(where) != os.path.abspath(home) or len(exts) > 1:
             return ""
     return name
 
@@ -461,10 +490,15 @@ def check_files(config) -> None:
         path = t.get(split, "")
         if path and not epath.Path(path).exists():
             name, home = t.get("prepare", ""), t.get("prepare_dir", "")
-            hint = (
-                f" (the {name} dataset is only built at its default place {home}; run "
-                f"`python -m finetune.prepare {name} --out DIR` to build it elsewhere)"
-                if name and home
-                else ""
-            )
+            hint = ""
+            if name and home and epath.Path(home).exists():
+                hint = (
+                    f" ({home} exists and is not built again over its files; `python -m "
+                    f"finetune.prepare {name} --out {home}` rebuilds it)"
+                )
+            elif name and home:
+                hint = (
+                    f" (the {name} dataset is only built at its default place {home}; run "
+                    f"`python -m finetune.prepare {name} --out DIR` to build it elsewhere)"
+                )
             raise FinetuneError(f"task.{split} {path} does not exist{hint}")

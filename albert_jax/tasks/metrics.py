@@ -36,6 +36,7 @@ _LOWER_IS_BETTER = frozenset({"mse"})
 # BMES (Chinese segmentation / NER convention) is IOBES with M for "inside".
 _BMES_TO_IOBES = {"B": "B", "M": "I", "E": "E", "S": "S"}
 _SCHEMES = {"BIO": (IOB2, frozenset("BI")), "BMES": (IOBES, frozenset("BMES"))}
+SCHEMES = tuple(_SCHEMES)  # task.scheme's values
 
 
 def classification_metrics(labels, preds) -> dict:
@@ -258,21 +259,26 @@ def _pair(labels, preds, dtype) -> tuple[np.ndarray, np.ndarray]:
     return y, p
 
 
+def scheme_error(tag: str, scheme: str) -> str | None:
+    """Why `tag` is not a tag of `scheme` (BIO / BMES), or None when it is one."""
+    _, prefixes = _SCHEMES[scheme]
+    prefix, sep, kind = tag.partition("-")
+    if tag == "O" or (prefix in prefixes and (kind or not sep)):
+        return None
+    return f"tag {tag!r} is not a {scheme} tag (expected O or {'/'.join(sorted(prefixes))}[-TYPE])"
+
+
 def _normalise(tags: Sequence[str], scheme: str, index: int, what: str) -> list[str]:
     """Validates tags against the scheme (with a readable error, rather than seqeval's KeyError
     on an unknown prefix) and rewrites BMES into seqeval's IOBES."""
-    _, prefixes = _SCHEMES[scheme]
     out = []
     for tag in tags:
         if tag == "O":
             out.append(tag)
             continue
+        if why := scheme_error(tag, scheme):
+            raise ValueError(f"{what} sequence {index}: {why}")
         prefix, sep, kind = tag.partition("-")
-        if prefix not in prefixes or (sep and not kind):
-            raise ValueError(
-                f"{what} sequence {index}: tag {tag!r} is not a {scheme} tag "
-                f"(expected O or {'/'.join(sorted(prefixes))}[-TYPE])"
-            )
         if scheme == "BMES":
             prefix = _BMES_TO_IOBES[prefix]
         out.append(f"{prefix}-{kind if sep else 'W'}")

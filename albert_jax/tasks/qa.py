@@ -77,7 +77,9 @@ def read_squad(path: str | os.PathLike) -> tuple[list[QAExample], dict]:
                     texts.append(text)
                     if n == 0:
                         given = offset
-                        if context[offset : offset + len(text)] == text and text.strip():
+                        # a negative offset would slice from the end (Python): not an offset
+                        at = context[offset : offset + len(text)] if offset >= 0 else None
+                        if at == text and text.strip():
                             start = offset
                         else:
                             not_found += 1
@@ -112,7 +114,8 @@ def training_examples(examples: Sequence[QAExample], path) -> tuple[list[QAExamp
     if share > MAX_BAD_OFFSETS:
         e = bad[0]
         found = e.context.find(e.answers[0])
-        at = e.context[e.given_start : e.given_start + len(e.answers[0])]
+        end = e.given_start + len(e.answers[0])
+        at = e.context[e.given_start : end] if e.given_start >= 0 else ""  # negative: nothing
         raise OffsetError(
             f"{path}: {len(bad)} of {answered} answered questions ({share:.0%}, more than "
             f"{MAX_BAD_OFFSETS:.0%}) have their answer text not at answer_start; the file "

@@ -4,6 +4,7 @@ a tag per word predicted at the word's first piece (BIO / BMES), entity-level pr
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import jax
@@ -74,7 +75,20 @@ labels = classification.class_labels  # the tag set is chosen and checked as cla
 
 
 def read(path, t):
-    return D.read_conll(path), {}
+    examples = D.read_conll(path)
+    check_scheme(examples, os.fspath(path), t.get("scheme", "BIO"))
+    return examples, {}
+
+
+def check_scheme(examples, path: str, scheme: str) -> None:
+    """Every tag is one of `scheme`'s (a stray one would only fail the first evaluation); the
+    error names the tag's line (a CoNLL sentence has one word a line from its first)."""
+    conll = os.path.splitext(path)[1].lower() not in (".jsonl", ".json")
+    for ex in examples:
+        for w, tag in enumerate(ex.tags or ()):
+            if why := M.scheme_error(tag, scheme):
+                line = int(ex.where.rsplit(":", 1)[1]) + (w if conll else 0)
+                raise D.DataError(f"{path}:{line}: {why}; is --config.task.scheme right?")
 
 
 def check_targets(examples, t) -> None:

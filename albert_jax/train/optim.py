@@ -488,6 +488,27 @@ def check_optim_config(optim_config, total_steps: int | None = None, auto: bool 
             raise OptimConfigError("optim.offset_decay needs warmup_steps < total_steps")
 
 
+def check_patterns(params: Any, optim_config) -> None:
+    """Every regex of `optim.lr_multipliers` and `optim.frozen` matches a parameter of `params`
+    (a tree): one that matches none (a typo: '^classifer/') would silently do nothing. Auto
+    multipliers (None) are not the user's and are not checked."""
+    names = []
+    _map_with_path(lambda path, _: names.append(path), params)
+    multipliers = _field(optim_config, "lr_multipliers")
+    fields = {
+        "lr_multipliers": [p for p, _ in _pairs(multipliers)] if multipliers is not None else [],
+        "frozen": regex_list(_field(optim_config, "frozen")),
+    }
+    for field, patterns in fields.items():
+        for pattern in patterns:
+            if not any(re.search(pattern, name) for name in names):
+                groups = ", ".join(sorted({name.split("/")[0] for name in names}))
+                raise OptimConfigError(
+                    f"optim.{field}: {pattern!r} matches no parameter (the top-level groups: "
+                    f"{groups})"
+                )
+
+
 def _field(optim_config, name: str) -> Any:
     return getattr(optim_config, name, _DEFAULTS[name])
 

@@ -481,10 +481,16 @@ def _train(config, workdir: str, task) -> dict[str, float]:
             nonlocal interval_t, interval_steps, last
             values = {k: float(v) for k, v in jax.device_get(metrics).items()}
             if not np.isfinite(values["loss"]):
+                kept = ckpt.manager.latest_step()  # only what exists is claimed
+                where = (
+                    f"The last good checkpoint (step {kept}) is kept in {workdir}/checkpoints"
+                    if kept is not None
+                    else "No checkpoint was written before it"
+                )
                 raise NonFiniteLossError(
-                    f"loss is {values['loss']} at step {step}; stopping. The last good "
-                    f"checkpoint is kept in {workdir}/checkpoints (lower the learning rate, or "
-                    "check the data with `python -m pretrain.inspect_data`)."
+                    f"loss is {values['loss']} at step {step}; stopping. {where} (lower the "
+                    "learning rate, or check the data: `python -m pretrain.inspect_data`, a "
+                    "fine-tuning file's labels)."
                 )
             interval_steps += 1
             if step % int(config.log_every) == 0 or step == total:
