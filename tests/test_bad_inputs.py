@@ -212,6 +212,25 @@ def test_a_config_file_that_does_not_exist_is_one_line(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("entry", ["pretrain", "finetune", "pretrain.sweep"])
+def test_a_config_that_does_not_parse_or_is_a_directory_is_one_line(tmp_path, entry):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def get_config():\n    return {'a': 1,,}\n")
+    work = tmp_path / "run"
+    line = error_line([entry, "--config", str(bad), "--workdir", str(work)], ROOT)
+    assert line == f"error: {bad}, line 2: invalid syntax"
+    line = error_line([entry, "--config", str(tmp_path), "--workdir", str(work)], ROOT)
+    assert line.endswith(f"{tmp_path}: is a directory, not a config file")
+    assert not work.exists()
+
+
+def test_a_missing_required_flag_is_one_line_and_exit_status_2(tmp_path):
+    # (absl's own UsageError: its help text and exit status 1)
+    line = error_line(["pretrain.sweep", "--workdir", str(tmp_path / "sw")], ROOT)
+    assert line == "error: --config and --workdir are required"
+
+
+@pytest.mark.slow
 def test_convert_and_predict_exit_as_the_others_do(tmp_path, tsv):
     line = error_line(["albert_jax.convert", str(tmp_path / "none"), str(tmp_path / "out")], ROOT)
     assert line.startswith(f"error: {tmp_path}/none")

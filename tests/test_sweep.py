@@ -8,8 +8,10 @@ import csv
 import json
 import math
 import os
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 from scipy import stats
@@ -251,6 +253,33 @@ def test_check_names_the_field_that_does_not_exist():
         check(grid_sweep(finetune={"optim.lr": 1}))
     with pytest.raises(SweepError, match="nope.py: no such config file"):
         check(grid_sweep(tasks={"x": "configs/finetune/nope.py"}))
+
+
+@pytest.mark.parametrize(
+    "sets, message",
+    [
+        (["pretrain.total_stps=3"], "pretrain.total_stps: .*cpu_small.py's config has no field"),
+        (["pretrain.total_steps=abc"], "pretrain.total_steps='abc': invalid literal for int"),
+        (["finetune.optim.learning_rate=x"], "finetune.optim.learning_rate='x': could not conv"),
+        (["seeds=a,b"], "--set 'seeds=a,b': seeds must be integers"),
+    ],
+)
+def test_a_bad_set_fails_at_once_as_one_line_before_any_data(tmp_path, sets, message):
+    work = tmp_path / "sw"
+    start = time.monotonic()
+    done = _cli("--config", "configs/sweeps/tiny.py", "--workdir", str(work),
+                *[f"--set={s}" for s in sets], check_rc=False)  # fmt: skip
+    assert time.monotonic() - start < 30  # not after the data build (~50 s)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-3000:]
+    assert re.match(f"error: {message}", lines[0]), lines[0]
+    assert not work.exists()
+
+
+def test_a_missing_sweep_file_is_one_line(tmp_path):
+    done = _cli("--config", "configs/sweeps/tny.py", "--workdir", str(tmp_path), check_rc=False)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: configs/sweeps/tny.py: no such config file"
 
 
 SWEEP_CONFIGS = sorted(

@@ -88,9 +88,14 @@ def _label(v: Any) -> str:
 def _import(path: str, function: str):
     if not os.path.exists(path):
         raise SweepError(f"{path}: no such config file")
+    if os.path.isdir(path):
+        raise SweepError(f"{path}: is a directory, not a config file")
     spec = importlib.util.spec_from_file_location(f"_sweep_{function}", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as e:  # the file and line to fix, not a traceback
+        raise SweepError(f"{e.filename}, line {e.lineno}: {e.msg}") from None
     if not hasattr(module, function):
         raise SweepError(f"{path}: defines no {function}()")
     return getattr(module, function)()
@@ -112,7 +117,13 @@ def apply_sets(sweep: Sweep, sets: list[str]) -> Sweep:
                 f"--set {item!r}: expected pretrain.FIELD=V, finetune.FIELD=V or seeds="
             )
         if scope == "seeds":
-            sweep = dataclasses.replace(sweep, seeds=tuple(int(s) for s in value.split(",") if s))
+            try:
+                seeds = tuple(int(s) for s in value.split(",") if s)
+            except ValueError:
+                raise SweepError(
+                    f"--set {item!r}: seeds must be integers, e.g. seeds=0,1"
+                ) from None
+            sweep = dataclasses.replace(sweep, seeds=seeds)
             continue
         grid.pop(key, None)
         (pre if scope == "pretrain" else fine)[key.split(".", 1)[1]] = value
@@ -278,13 +289,13 @@ def prepare_steps(sweep: Sweep, workdir: str) -> list[Step]:
 
 
 def check(sweep: Sweep) -> None:
-    """Every override names a field of its config, before any job starts."""
+    """Every override names a field of its config and each of its values parses as that field's
+    type, before any job starts (and before the data is built)."""
     cases = [(sweep.pretrain_config, "pretrain")] + [(c, "finetune") for c in sweep.tasks.values()]
     for path, scope in cases:
         config = _import(path, "get_config")
-        keys = set(getattr(sweep, scope)) | {
-            k.split(".", 1)[1] for k in sweep.grid if k.startswith(scope + ".")
-        }
+        axes = [k for k in sweep.grid if k.startswith(scope + ".")]
+        keys = set(getattr(sweep, scope)) | {k.split(".", 1)[1] for k in axes}
         if scope == "finetune" and sweep.random_init:  # what the control's command sets
             keys |= {"init", "tokenizer", "model_from"}
         for key in sorted(keys):
@@ -297,6 +308,27 @@ def check(sweep: Sweep) -> None:
                         f"{there})"
                     )
                 node = node[part]
+        values = {k: [v] for k, v in getattr(sweep, scope).items()}
+        values.update({k.split(".", 1)[1]: v for k, v in sweep.grid.items() if k in axes})
+        for key, options in values.items():
+            for value in options:
+                _check_value(path, scope, key, value)
+
+
+def _check_value(path: str, scope: str, key: str, value: Any) -> None:
+    """`value` parses as the field's type, as the run's own command line will parse it (a bad
+    value would otherwise fail only when that run starts, after the data is built)."""
+    from absl import flags
+    from ml_collections import config_flags
+
+    argv = ["sweep", "--config", path, _flag(key, value)]
+    parsed = flags.FlagValues()
+    config_flags.DEFINE_config_file("config", flag_values=parsed, sys_argv=argv)
+    try:
+        parsed(argv)
+    except flags.Error as e:
+        reason = str(e).strip().splitlines()[-1].split(": ", 1)[-1]
+        raise SweepError(f"{scope}.{key}={value!r}: {reason}") from None
 
 
 RECORD = "sweep_step.json"  # a step's invocations, in its directory
