@@ -16,7 +16,7 @@ import pytest
 from albert_jax.experiments import datasets
 from albert_jax.tasks import data as D
 from albert_jax.tasks import finetuning as F
-from albert_jax.train import optim
+from albert_jax.train import optim, pretraining, trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKENIZER = os.path.join(ROOT, "tests", "fixtures", "tokenizer_sp")
@@ -248,6 +248,49 @@ def test_pretraining_refuses_optimizer_nonsense_before_the_corpus(tmp_path):
     line = error_line([*base, "--config.optim.learning_rate=-1"], tmp_path)
     assert line == "error: optim.learning_rate must be a finite number >= 0, got -1.0"
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_pretraining_refuses_sequences_longer_than_the_position_table_before_the_corpus(tmp_path):
+    work = tmp_path / "run"
+    args = ["pretrain", "--config", CPU_SMALL, "--workdir", str(work),
+            "--config.data.max_seq_length=256", "--config.model.dtype=bfloat16",
+            "--config.total_steps=20"]  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "error: data.max_seq_length (256) is longer than the model's position table "
+        "(model.max_position_embeddings 128)"
+    ), proc.stderr[-3000:]
+    assert not work.exists()
+    # what it says before: the warmup (100) clamped to the 20 steps; bf16 on a CPU without it
+    assert "note: optim.warmup_steps 100 > total_steps 20: warming up over all 20" in proc.stdout
+    if not trainer._cpu_has_bf16():
+        assert "warning: model.dtype=bfloat16 on a CPU without native bf16" in proc.stdout
+
+
+def test_a_short_run_warms_up_over_all_its_steps_unless_the_warmup_is_given(capsys):
+    from configs.pretrain.cpu_small import get_config
+
+    config = get_config()
+    config.total_steps = 20
+    pretraining.clamp_warmup(config, given=False)
+    assert (
+        config.optim.warmup_steps == 20
+        and "warming up over all 20 steps" in capsys.readouterr().out
+    )
+    optim.check_optim_config(config.optim, 20)
+    config.optim.warmup_steps = 30
+    pretraining.clamp_warmup(config, given=True)  # the user's own: check_optim_config refuses it
+    assert config.optim.warmup_steps == 30 and not capsys.readouterr().out
+
+
+def test_bfloat16_on_a_cpu_without_it_warns(monkeypatch):
+    monkeypatch.setattr(trainer, "_cpu_has_bf16", lambda: False)
+    assert "~1.35x slower than float32" in trainer.dtype_warning("bfloat16")
+    assert trainer.dtype_warning("float32") is None and trainer.dtype_warning(None) is None
+    monkeypatch.setattr(trainer, "_cpu_has_bf16", lambda: True)
+    assert trainer.dtype_warning("bfloat16") is None
 
 
 @pytest.mark.parametrize(
