@@ -4,13 +4,16 @@ one `error:` line naming it and exit status 2, before any model is built, and no
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import subprocess
 import sys
 
+import jax
 import ml_collections
+import numpy as np
 import pytest
 
 from albert_jax.experiments import datasets
@@ -228,6 +231,50 @@ def test_a_missing_required_flag_is_one_line_and_exit_status_2(tmp_path):
     # (absl's own UsageError: its help text and exit status 1)
     line = error_line(["pretrain.sweep", "--workdir", str(tmp_path / "sw")], ROOT)
     assert line == "error: --config and --workdir are required"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory")
+def test_a_read_only_workdir_is_one_line(tmp_path):
+    work = tmp_path / "run"
+    work.mkdir(mode=0o555)
+    line = error_line(["pretrain", "--config", CPU_SMALL, "--workdir", str(work)], tmp_path)
+    assert line == f"error: {work}/.lock: Permission denied"
+    assert os.listdir(work) == []
+
+
+def test_a_full_disk_is_one_line_and_keeps_the_old_checkpoint(tmp_path, monkeypatch, capsys):
+    from absl import flags
+    from etils import epath
+    from helpers import tiny_config
+
+    from albert_jax import cli
+    from albert_jax.checkpoints import checkpoint
+    from albert_jax.checkpoints.common import expected_shapes, unflatten
+
+    config = tiny_config()
+    rng = np.random.default_rng(0)
+    shapes = expected_shapes(config).items()
+    params = unflatten({k: rng.standard_normal(s).astype(np.float32) for k, s in shapes})
+    path = tmp_path / "model"
+    checkpoint.save(path, config, params)
+
+    def full(*args, **kwargs):  # as write() fails: no file name in the error
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(epath.Path, "write_text", full)
+    if "workdir" not in flags.FLAGS:  # every entry point has it
+        flags.DEFINE_string("workdir", None, "Run directory.")
+    monkeypatch.setattr(sys, "argv", ["albert", f"--workdir={tmp_path}"])
+    doubled = jax.tree_util.tree_map(lambda x: x * 2, params)
+    with pytest.raises(SystemExit) as exit_:
+        cli.run(lambda argv: checkpoint.save(path, config, doubled))
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == f"error: {tmp_path}: No space left on device\n"
+    assert os.listdir(tmp_path) == ["model"]  # no half-written copy beside it
+    monkeypatch.undo()
+    saved = checkpoint.load(path)[1]
+    jax.tree_util.tree_map(np.testing.assert_array_equal, saved, params)
 
 
 @pytest.mark.slow
