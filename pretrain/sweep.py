@@ -92,7 +92,10 @@ def main(argv):
         for i in indices:
             print(group_command(_CONFIG.value, workdir, _SET.value, i))
         return
-    run_local(prep)  # the data first, once, before the jobs that read it
+    # The data first, once, before the jobs that read it. Another sweep on this workdir (a
+    # --group job) may be building it: this one waits, then finds it done.
+    with lock.hold(workdir, name=".lock-data", wait=True):
+        run_local(prep)
     if _LAUNCHER.value != "here" and _GROUP.value is None:
         jobs = submit(_CONFIG.value, workdir, _SET.value, indices, _LAUNCHER.value, sweep)
         if _LAUNCHER.value == "slurm":

@@ -27,12 +27,15 @@ A step whose model or summary is on disk is done and skipped; an interrupted one
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import functools
 import hashlib
 import importlib.util
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -371,6 +374,20 @@ def _write_record(workdir: str, record: dict) -> None:
     os.replace(tmp, os.path.join(workdir, RECORD))  # a kill never leaves half a record
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a step's process, before it starts (Linux): SIGKILL when the sweep dies. A sweep killed
+    outright would otherwise leave its step running, holding the step's workdir, and the rerun
+    would find it busy. SIGKILL, not SIGTERM: a step resumes from its last checkpoint anyway,
+    and one still saving on SIGTERM would be in the rerun's way."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the sweep died before the prctl
+            os._exit(1)
+
+
 def run_step(step: Step, progress: str) -> float:
     """Run one step (its output to STEP_DIR/sweep.log); returns its wall time. Each invocation
     is recorded in STEP_DIR/sweep_step.json before it starts (with the training rows already
@@ -394,7 +411,13 @@ def run_step(step: Step, progress: str) -> float:
         with open(log, "a") as f:
             f.write(f"$ {' '.join(step.command)}\n")
             f.flush()
-            rc = subprocess.call(step.command, stdout=f, stderr=subprocess.STDOUT, cwd=os.getcwd())
+            rc = subprocess.call(
+                step.command,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                cwd=os.getcwd(),
+                preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+            )
     finally:  # failed or interrupted: its time still counts
         wall = time.time() - t0
         runs[-1]["wall_s"] = round(wall, 1)
