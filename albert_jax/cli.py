@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import shutil
 import sys
@@ -47,6 +48,7 @@ def input_errors() -> tuple[type[Exception], ...]:
     from albert_jax.checkpoints.errors import ConversionError
     from albert_jax.data.corpus import CorpusError
     from albert_jax.data.pipeline import DataConfigError
+    from albert_jax.experiments.sweep import SweepError
     from albert_jax.tasks.data import DataError
     from albert_jax.tasks.finetuning import FinetuneError
     from albert_jax.text.tokenization import TokenizerError
@@ -65,6 +67,7 @@ def input_errors() -> tuple[type[Exception], ...]:
         InputError,
         ObjectiveError,
         OptimConfigError,
+        SweepError,
         TokenizerError,
         TrainConfigError,
         WorkdirBusyError,
@@ -117,10 +120,14 @@ def _override(error: BaseException) -> str | None:
     return found
 
 
+def syntax_error(error: SyntaxError) -> InputError:
+    """A config file that does not parse, as one line naming its file and line."""
+    return InputError(f"{error.filename}, line {error.lineno}: {error.msg}")
+
+
 def _check_config_files() -> None:
-    """A `--config FILE` that does not exist, as one line (ml_collections defers the failed load
-    to the first use of the config, as a chained traceback). A file that exists but fails to load
-    (a syntax error) keeps its traceback: that is code to fix, at the line it shows."""
+    """A `--config FILE` that does not exist or is a directory, as one line (ml_collections
+    defers the failed load to the first use of the config, as a chained traceback)."""
     from ml_collections import config_flags
 
     for name in flags.FLAGS:
@@ -130,6 +137,8 @@ def _check_config_files() -> None:
         path = config_flags.get_config_filename(flag).split(":", 1)[0]
         if not os.path.exists(path):
             sys.exit(report(InputError(f"--{name} {path}: no such file")))
+        if os.path.isdir(path):
+            sys.exit(report(InputError(f"--{name} {path}: is a directory, not a config file")))
 
 
 def parse_flags(argv: list[str]) -> list[str]:
@@ -139,6 +148,8 @@ def parse_flags(argv: list[str]) -> list[str]:
         argv = flags.FLAGS(argv)
         _check_config_files()
         return argv
+    except SyntaxError as e:  # a config file's, raised while ml_collections loads it
+        sys.exit(report(syntax_error(e)))
     except flags.Error as e:  # its first line names the flag, its last says what is wrong
         lines = [line.strip() for line in str(e).splitlines() if line.strip()]
         sys.exit(report(InputError(": ".join(dict.fromkeys([lines[0], lines[-1]])))))
@@ -155,16 +166,38 @@ def parse_flags(argv: list[str]) -> list[str]:
         sys.exit(report(InputError(f"{name}: the config has no such field{hint}")))
 
 
+# What the machine refuses to write (a full disk or quota, a read-only or someone else's
+# directory): the user's to fix, not a bug.
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def write_error(error: OSError) -> InputError:
+    """An OSError of `WRITE_ERRNOS` as one line naming the path (the workdir when the error
+    names none, as a failed write() does) and the OS's reason."""
+    path = error.filename
+    if path is None and "workdir" in flags.FLAGS and flags.FLAGS["workdir"].present:
+        path = flags.FLAGS.workdir
+    return InputError(f"{path or 'writing'}: {os.strerror(error.errno)}")
+
+
 def run(main) -> None:
-    """`absl.app.run(main)` with input errors and flag errors (`parse_flags`) reported as
-    `error: MESSAGE` (exit status 2), after
-    `keep_freed_memory()`."""
+    """`absl.app.run(main)` with input errors, flag errors (`parse_flags`), a missing flag
+    (`app.UsageError`) and the OS refusing a write (`WRITE_ERRNOS`) reported as
+    `error: MESSAGE` (exit status 2), after `keep_freed_memory()`."""
     keep_freed_memory()
 
     def wrapped(argv):
+        from albert_jax.experiments.sweep import SweepError  # no dependencies: quick
+
         try:
             return main(argv)
+        except (InputError, SweepError, app.UsageError) as e:  # without input_errors()' imports
+            sys.exit(report(e))  # (jax, flax: seconds), so that a typo fails at once
         except input_errors() as e:
             sys.exit(report(e))
+        except OSError as e:
+            if e.errno not in WRITE_ERRNOS:
+                raise
+            sys.exit(report(write_error(e)))
 
     app.run(wrapped, flags_parser=parse_flags)

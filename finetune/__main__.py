@@ -24,6 +24,7 @@ from albert_jax import cli, paths
 from albert_jax.tasks import finetuning, lr_search, run
 from albert_jax.train import lock
 from albert_jax.train.metrics import log_to_file
+from albert_jax.train.trainer import dtype_warning
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory: checkpoints, metrics, predictions.")
@@ -46,6 +47,9 @@ def main(argv):
         print(f"building the {name} dataset in {out} (python -m finetune.prepare {name})")
         datasets.prepare(name, out)
     finetuning.check_files(config)
+    warning = dtype_warning(config.model.get("dtype"))
+    if warning:
+        print(warning, flush=True)
     # One run per workdir (albert_jax/train/lock.py), held before anything is written there.
     with cli.removed_on_input_error(workdir), lock.hold(paths.resolve(workdir)):
         log_to_file(workdir)  # library chatter off the console

@@ -34,8 +34,14 @@ from albert_jax.data.pipeline import resolve_paths
 from albert_jax.train import lock
 from albert_jax.train.metrics import log_to_file
 from albert_jax.train.optim import check_optim_config
-from albert_jax.train.pretraining import make_task, set_objective_data, write_model
-from albert_jax.train.trainer import maybe_initialize_distributed, train
+from albert_jax.train.pretraining import (
+    check_positions,
+    clamp_warmup,
+    make_task,
+    set_objective_data,
+    write_model,
+)
+from albert_jax.train.trainer import dtype_warning, maybe_initialize_distributed, train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory: data, checkpoints, metrics.")
@@ -79,11 +85,23 @@ def main(argv):
     cli.check_workdir(_WORKDIR.value)
     set_objective_data(config)
     budget = config.get("train_flops", 0.0) > 0  # total_steps are only known after the build
+    if not budget:
+        clamp_warmup(
+            config, "optim.warmup_steps" in config_flags.get_override_values(flags.FLAGS["config"])
+        )
     check_optim_config(config.optim, None if budget else int(config.optim.total_steps))
     maybe_initialize_distributed(config)
+    warning = dtype_warning(config.model.get("dtype"))
+    if warning and jax.process_index() == 0:
+        print(warning, flush=True)
+    if not config.get("init"):  # else the model is the checkpoint's: checked once it is read
+        check_positions(config)
     # One run per workdir (albert_jax/train/lock.py): two would build one corpus and mix
     # checkpoints. Held from here to the model written.
-    with lock.hold(paths.resolve(_WORKDIR.value), enabled=jax.process_index() == 0):
+    with (
+        cli.removed_on_input_error(_WORKDIR.value),
+        lock.hold(paths.resolve(_WORKDIR.value), enabled=jax.process_index() == 0),
+    ):
         _pretrain(config)
 
 
@@ -91,6 +109,8 @@ def _pretrain(config):
     if jax.process_index() == 0:  # library chatter (TFDS, orbax) to the log file, not the console
         log_to_file(_WORKDIR.value)
     source = start_from(config) if config.get("init") else None
+    if source is not None:
+        check_positions(config)
     data = resolve_paths(config.data, _WORKDIR.value)
     if jax.process_index() == 0:
         tok = source.tokenizer if source is not None else None
@@ -101,6 +121,7 @@ def _pretrain(config):
 
         multihost_utils.sync_global_devices("corpus built")
     task = make_task(config, data, pretrained=source)
+    task.check_eval_split()
     warning = pair_warning(config, task.data) if jax.process_index() == 0 else None
     if warning:  # before the start line; train.log keeps it too
         print(warning, file=sys.stderr, flush=True)

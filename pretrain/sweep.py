@@ -29,7 +29,6 @@ import os
 from absl import app, flags
 
 from albert_jax import cli
-from albert_jax.experiments import sweep_report
 from albert_jax.experiments.sweep import (
     apply_sets,
     check,
@@ -70,6 +69,9 @@ def main(argv):
     indices = [_GROUP.value] if _GROUP.value is not None else list(range(len(all_groups)))
     if any(not 0 <= i < len(all_groups) for i in indices):
         raise app.UsageError(f"--group must be in 0..{len(all_groups) - 1}")
+    # Imported here: it loads flax (seconds), and a bad --set should fail at once.
+    from albert_jax.experiments import sweep_report
+
     if _REPORT_ONLY.value:
         print(sweep_report.write(sweep, workdir))
         return
@@ -90,7 +92,10 @@ def main(argv):
         for i in indices:
             print(group_command(_CONFIG.value, workdir, _SET.value, i))
         return
-    run_local(prep)  # the data first, once, before the jobs that read it
+    # The data first, once, before the jobs that read it. Another sweep on this workdir (a
+    # --group job) may be building it: this one waits, then finds it done.
+    with lock.hold(workdir, name=".lock-data", wait=True):
+        run_local(prep)
     if _LAUNCHER.value != "here" and _GROUP.value is None:
         jobs = submit(_CONFIG.value, workdir, _SET.value, indices, _LAUNCHER.value, sweep)
         if _LAUNCHER.value == "slurm":

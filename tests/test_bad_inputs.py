@@ -4,20 +4,23 @@ one `error:` line naming it and exit status 2, before any model is built, and no
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import subprocess
 import sys
 
+import jax
 import ml_collections
+import numpy as np
 import pytest
 
 from albert_jax.experiments import datasets
 from albert_jax.tasks import data as D
 from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import tagging
-from albert_jax.train import optim
+from albert_jax.train import optim, pretraining, trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKENIZER = os.path.join(ROOT, "tests", "fixtures", "tokenizer_sp")
@@ -225,6 +228,69 @@ def test_a_config_file_that_does_not_exist_is_one_line(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("entry", ["pretrain", "finetune", "pretrain.sweep"])
+def test_a_config_that_does_not_parse_or_is_a_directory_is_one_line(tmp_path, entry):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def get_config():\n    return {'a': 1,,}\n")
+    work = tmp_path / "run"
+    line = error_line([entry, "--config", str(bad), "--workdir", str(work)], ROOT)
+    assert line == f"error: {bad}, line 2: invalid syntax"
+    line = error_line([entry, "--config", str(tmp_path), "--workdir", str(work)], ROOT)
+    assert line.endswith(f"{tmp_path}: is a directory, not a config file")
+    assert not work.exists()
+
+
+def test_a_missing_required_flag_is_one_line_and_exit_status_2(tmp_path):
+    # (absl's own UsageError: its help text and exit status 1)
+    line = error_line(["pretrain.sweep", "--workdir", str(tmp_path / "sw")], ROOT)
+    assert line == "error: --config and --workdir are required"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory")
+def test_a_read_only_workdir_is_one_line(tmp_path):
+    work = tmp_path / "run"
+    work.mkdir(mode=0o555)
+    line = error_line(["pretrain", "--config", CPU_SMALL, "--workdir", str(work)], tmp_path)
+    assert line == f"error: {work}/.lock: Permission denied"
+    assert os.listdir(work) == []
+
+
+def test_a_full_disk_is_one_line_and_keeps_the_old_checkpoint(tmp_path, monkeypatch, capsys):
+    from absl import flags
+    from etils import epath
+    from helpers import tiny_config
+
+    from albert_jax import cli
+    from albert_jax.checkpoints import checkpoint
+    from albert_jax.checkpoints.common import expected_shapes, unflatten
+
+    config = tiny_config()
+    rng = np.random.default_rng(0)
+    shapes = expected_shapes(config).items()
+    params = unflatten({k: rng.standard_normal(s).astype(np.float32) for k, s in shapes})
+    path = tmp_path / "model"
+    checkpoint.save(path, config, params)
+
+    def full(*args, **kwargs):  # as write() fails: no file name in the error
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(epath.Path, "write_text", full)
+    if "workdir" not in flags.FLAGS:  # every entry point has it
+        flags.DEFINE_string("workdir", None, "Run directory.")
+    monkeypatch.setattr(sys, "argv", ["albert", f"--workdir={tmp_path}"])
+    doubled = jax.tree_util.tree_map(lambda x: x * 2, params)
+    with pytest.raises(SystemExit) as exit_:
+        cli.run(lambda argv: checkpoint.save(path, config, doubled))
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == f"error: {tmp_path}: No space left on device\n"
+    assert os.listdir(tmp_path) == ["model"]  # no half-written copy beside it
+    monkeypatch.undo()
+    saved = checkpoint.load(path)[1]
+    jax.tree_util.tree_map(np.testing.assert_array_equal, saved, params)
+
+
+@pytest.mark.slow
 def test_convert_and_predict_exit_as_the_others_do(tmp_path, tsv):
     line = error_line(["albert_jax.convert", str(tmp_path / "none"), str(tmp_path / "out")], ROOT)
     assert line.startswith(f"error: {tmp_path}/none")
@@ -242,6 +308,49 @@ def test_pretraining_refuses_optimizer_nonsense_before_the_corpus(tmp_path):
     line = error_line([*base, "--config.optim.learning_rate=-1"], tmp_path)
     assert line == "error: optim.learning_rate must be a finite number >= 0, got -1.0"
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_pretraining_refuses_sequences_longer_than_the_position_table_before_the_corpus(tmp_path):
+    work = tmp_path / "run"
+    args = ["pretrain", "--config", CPU_SMALL, "--workdir", str(work),
+            "--config.data.max_seq_length=256", "--config.model.dtype=bfloat16",
+            "--config.total_steps=20"]  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "error: data.max_seq_length (256) is longer than the model's position table "
+        "(model.max_position_embeddings 128)"
+    ), proc.stderr[-3000:]
+    assert not work.exists()
+    # what it says before: the warmup (100) clamped to the 20 steps; bf16 on a CPU without it
+    assert "note: optim.warmup_steps 100 > total_steps 20: warming up over all 20" in proc.stdout
+    if not trainer._cpu_has_bf16():
+        assert "warning: model.dtype=bfloat16 on a CPU without native bf16" in proc.stdout
+
+
+def test_a_short_run_warms_up_over_all_its_steps_unless_the_warmup_is_given(capsys):
+    from configs.pretrain.cpu_small import get_config
+
+    config = get_config()
+    config.total_steps = 20
+    pretraining.clamp_warmup(config, given=False)
+    assert (
+        config.optim.warmup_steps == 20
+        and "warming up over all 20 steps" in capsys.readouterr().out
+    )
+    optim.check_optim_config(config.optim, 20)
+    config.optim.warmup_steps = 30
+    pretraining.clamp_warmup(config, given=True)  # the user's own: check_optim_config refuses it
+    assert config.optim.warmup_steps == 30 and not capsys.readouterr().out
+
+
+def test_bfloat16_on_a_cpu_without_it_warns(monkeypatch):
+    monkeypatch.setattr(trainer, "_cpu_has_bf16", lambda: False)
+    assert "~1.35x slower than float32" in trainer.dtype_warning("bfloat16")
+    assert trainer.dtype_warning("float32") is None and trainer.dtype_warning(None) is None
+    monkeypatch.setattr(trainer, "_cpu_has_bf16", lambda: True)
+    assert trainer.dtype_warning("bfloat16") is None
 
 
 @pytest.mark.parametrize(

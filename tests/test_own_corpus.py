@@ -403,8 +403,11 @@ def test_a_too_small_eval_split_is_named(texts, tmp_path):
         task = PretrainingTask(config, data)
         run = lambda batch: seen.append(len(batch["input_ids"])) or {"loss": float(len(seen))}  # noqa: E731
         if batches == 0:
-            with pytest.raises(DataConfigError, match=r"'train\[:1\]' does not fill one batch"):
+            small = r"eval_split 'train\[:1\]' of the .* corpus \(.*\) holds 1 documents, .* of 8"
+            with pytest.raises(DataConfigError, match=small):
                 task.evaluate(run, 0)
+            with pytest.raises(DataConfigError, match=small):  # before training, too
+                task.check_eval_split()
             continue
         metrics = task.evaluate(run, 0)
         assert 0 < len(seen) < 1000 and set(seen) == {8}

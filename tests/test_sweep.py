@@ -8,8 +8,11 @@ import csv
 import json
 import math
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from scipy import stats
@@ -27,6 +30,7 @@ from albert_jax.experiments.sweep import (
     prepare_steps,
     steps,
 )
+from albert_jax.train import lock
 from tests.test_workdir_source import CONFIG, MODEL, write_corpus
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -251,6 +255,33 @@ def test_check_names_the_field_that_does_not_exist():
         check(grid_sweep(finetune={"optim.lr": 1}))
     with pytest.raises(SweepError, match="nope.py: no such config file"):
         check(grid_sweep(tasks={"x": "configs/finetune/nope.py"}))
+
+
+@pytest.mark.parametrize(
+    "sets, message",
+    [
+        (["pretrain.total_stps=3"], "pretrain.total_stps: .*cpu_small.py's config has no field"),
+        (["pretrain.total_steps=abc"], "pretrain.total_steps='abc': invalid literal for int"),
+        (["finetune.optim.learning_rate=x"], "finetune.optim.learning_rate='x': could not conv"),
+        (["seeds=a,b"], "--set 'seeds=a,b': seeds must be integers"),
+    ],
+)
+def test_a_bad_set_fails_at_once_as_one_line_before_any_data(tmp_path, sets, message):
+    work = tmp_path / "sw"
+    start = time.monotonic()
+    done = _cli("--config", "configs/sweeps/tiny.py", "--workdir", str(work),
+                *[f"--set={s}" for s in sets], check_rc=False)  # fmt: skip
+    assert time.monotonic() - start < 30  # not after the data build (~50 s)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-3000:]
+    assert re.match(f"error: {message}", lines[0]), lines[0]
+    assert not work.exists()
+
+
+def test_a_missing_sweep_file_is_one_line(tmp_path):
+    done = _cli("--config", "configs/sweeps/tny.py", "--workdir", str(tmp_path), check_rc=False)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: configs/sweeps/tny.py: no such config file"
 
 
 SWEEP_CONFIGS = sorted(
@@ -554,6 +585,91 @@ def test_tiny_sweep_runs_resumes_without_redoing_and_submits(tmp_path):
     assert log.count("already done") == 2 and log.count(" ...") == 1
     assert "cls layout=none,unshare=all ..." in log
     assert summary.exists()
+
+
+def _running(pid: int) -> bool:
+    """Whether pid is a live process (a zombie waiting to be reaped is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:
+        return False
+
+
+def _wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+    return value
+
+
+# A sweep that runs one step (a process that prints its pid and sleeps), in a process of its own
+ONE_STEP = """
+import sys
+from albert_jax.experiments.sweep import Step, run_step
+
+work = sys.argv[1]
+command = [sys.executable, "-c", "import os, time; print(os.getpid(), flush=True); time.sleep(300)"]
+run_step(Step("pretrain", "sleeper", command, work, work + "/done"), "[1/1]")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG)")
+def test_a_step_dies_with_its_killed_sweep(tmp_path):
+    sweep = subprocess.Popen([sys.executable, "-c", ONE_STEP, str(tmp_path)], cwd=REPO)
+    log, child = tmp_path / "sweep.log", None
+    try:
+        lines = lambda: log.exists() and log.read_text().splitlines()[1:]  # noqa: E731
+        child = int(_wait_for(lines, 60, "the step to start")[0])
+        assert _running(child)
+        sweep.kill()  # SIGKILL: the sweep cannot stop its step itself
+        sweep.wait()
+        _wait_for(lambda: not _running(child), 10, "the step to die with the sweep")
+    finally:
+        sweep.kill()
+        if child is not None and _running(child):
+            os.kill(child, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_sweep_waits_while_another_prepares_the_data(tmp_path):
+    write_corpus(tmp_path / "corpus.txt")
+    model = dict(MODEL, layout="all")
+    model.pop("vocab_size")
+    (tmp_path / "pre.py").write_text(
+        PRETRAIN.format(corpus=str(tmp_path / "corpus.txt"), model=model, steps=2)
+    )
+    config = tmp_path / "sweep.py"
+    config.write_text(SWEEP_PRETRAIN_ONLY.format(pretrain=str(tmp_path / "pre.py")))
+    work = tmp_path / "sw"
+    lock.acquire(str(work), ".lock-data")  # another sweep (this process) preparing the data
+    out = tmp_path / "out.txt"
+    with open(out, "w") as f:
+        sweep = subprocess.Popen(
+            [sys.executable, "-m", "pretrain.sweep", "--config", str(config), "--workdir",
+             str(work)], cwd=REPO, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        _wait_for(lambda: "note: waiting: " in out.read_text(), 120, "the sweep to wait")
+        time.sleep(2)
+        assert sweep.poll() is None and not (work / "data").exists()  # waits, builds nothing
+        lock.release(str(work), ".lock-data")
+        _wait_for(lambda: "] data " in out.read_text(), 60, "the data preparation to start")
+    finally:
+        lock.release(str(work), ".lock-data")
+        os.killpg(sweep.pid, signal.SIGKILL)
+        sweep.wait()
+    assert "sweep: 1 steps, 0 already done" in out.read_text()
+
+
+SWEEP_PRETRAIN_ONLY = """
+from albert_jax.experiments.sweep import Sweep
+
+
+def get_sweep():
+    return Sweep(pretrain_config={pretrain!r}, tasks={{}}, grid={{}})
+"""
 
 
 @pytest.mark.slow

@@ -373,7 +373,8 @@ def make_dataset(
         source = corpus.open_source(d, split)
     num_docs = len(source)
     if num_docs == 0:
-        raise DataConfigError(f"split {split!r} has no documents")
+        name = corpus.corpus_name(d)
+        raise DataConfigError(f"split {split!r} of the {name!r} corpus ({d.data_dir}) is empty")
     lo, hi = shard_bounds(num_docs, process_index, process_count)
     spec = ExampleSpec.from_config(d, tok)
     docs = DocumentExamples(source, spec, lo, hi, process_index, int(d.get("docs_per_element", 8)))

@@ -27,12 +27,15 @@ A step whose model or summary is on disk is done and skipped; an interrupted one
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import functools
 import hashlib
 import importlib.util
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -88,9 +91,14 @@ def _label(v: Any) -> str:
 def _import(path: str, function: str):
     if not os.path.exists(path):
         raise SweepError(f"{path}: no such config file")
+    if os.path.isdir(path):
+        raise SweepError(f"{path}: is a directory, not a config file")
     spec = importlib.util.spec_from_file_location(f"_sweep_{function}", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as e:  # the file and line to fix, not a traceback
+        raise SweepError(f"{e.filename}, line {e.lineno}: {e.msg}") from None
     if not hasattr(module, function):
         raise SweepError(f"{path}: defines no {function}()")
     return getattr(module, function)()
@@ -112,7 +120,13 @@ def apply_sets(sweep: Sweep, sets: list[str]) -> Sweep:
                 f"--set {item!r}: expected pretrain.FIELD=V, finetune.FIELD=V or seeds="
             )
         if scope == "seeds":
-            sweep = dataclasses.replace(sweep, seeds=tuple(int(s) for s in value.split(",") if s))
+            try:
+                seeds = tuple(int(s) for s in value.split(",") if s)
+            except ValueError:
+                raise SweepError(
+                    f"--set {item!r}: seeds must be integers, e.g. seeds=0,1"
+                ) from None
+            sweep = dataclasses.replace(sweep, seeds=seeds)
             continue
         grid.pop(key, None)
         (pre if scope == "pretrain" else fine)[key.split(".", 1)[1]] = value
@@ -278,13 +292,13 @@ def prepare_steps(sweep: Sweep, workdir: str) -> list[Step]:
 
 
 def check(sweep: Sweep) -> None:
-    """Every override names a field of its config, before any job starts."""
+    """Every override names a field of its config and each of its values parses as that field's
+    type, before any job starts (and before the data is built)."""
     cases = [(sweep.pretrain_config, "pretrain")] + [(c, "finetune") for c in sweep.tasks.values()]
     for path, scope in cases:
         config = _import(path, "get_config")
-        keys = set(getattr(sweep, scope)) | {
-            k.split(".", 1)[1] for k in sweep.grid if k.startswith(scope + ".")
-        }
+        axes = [k for k in sweep.grid if k.startswith(scope + ".")]
+        keys = set(getattr(sweep, scope)) | {k.split(".", 1)[1] for k in axes}
         if scope == "finetune" and sweep.random_init:  # what the control's command sets
             keys |= {"init", "tokenizer", "model_from"}
         for key in sorted(keys):
@@ -297,6 +311,27 @@ def check(sweep: Sweep) -> None:
                         f"{there})"
                     )
                 node = node[part]
+        values = {k: [v] for k, v in getattr(sweep, scope).items()}
+        values.update({k.split(".", 1)[1]: v for k, v in sweep.grid.items() if k in axes})
+        for key, options in values.items():
+            for value in options:
+                _check_value(path, scope, key, value)
+
+
+def _check_value(path: str, scope: str, key: str, value: Any) -> None:
+    """`value` parses as the field's type, as the run's own command line will parse it (a bad
+    value would otherwise fail only when that run starts, after the data is built)."""
+    from absl import flags
+    from ml_collections import config_flags
+
+    argv = ["sweep", "--config", path, _flag(key, value)]
+    parsed = flags.FlagValues()
+    config_flags.DEFINE_config_file("config", flag_values=parsed, sys_argv=argv)
+    try:
+        parsed(argv)
+    except flags.Error as e:
+        reason = str(e).strip().splitlines()[-1].split(": ", 1)[-1]
+        raise SweepError(f"{scope}.{key}={value!r}: {reason}") from None
 
 
 RECORD = "sweep_step.json"  # a step's invocations, in its directory
@@ -339,6 +374,20 @@ def _write_record(workdir: str, record: dict) -> None:
     os.replace(tmp, os.path.join(workdir, RECORD))  # a kill never leaves half a record
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a step's process, before it starts (Linux): SIGKILL when the sweep dies. A sweep killed
+    outright would otherwise leave its step running, holding the step's workdir, and the rerun
+    would find it busy. SIGKILL, not SIGTERM: a step resumes from its last checkpoint anyway,
+    and one still saving on SIGTERM would be in the rerun's way."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the sweep died before the prctl
+            os._exit(1)
+
+
 def run_step(step: Step, progress: str) -> float:
     """Run one step (its output to STEP_DIR/sweep.log); returns its wall time. Each invocation
     is recorded in STEP_DIR/sweep_step.json before it starts (with the training rows already
@@ -362,7 +411,13 @@ def run_step(step: Step, progress: str) -> float:
         with open(log, "a") as f:
             f.write(f"$ {' '.join(step.command)}\n")
             f.flush()
-            rc = subprocess.call(step.command, stdout=f, stderr=subprocess.STDOUT, cwd=os.getcwd())
+            rc = subprocess.call(
+                step.command,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                cwd=os.getcwd(),
+                preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+            )
     finally:  # failed or interrupted: its time still counts
         wall = time.time() - t0
         runs[-1]["wall_s"] = round(wall, 1)

@@ -129,15 +129,29 @@ def release(workdir: str, name: str = LOCK_NAME) -> None:
             pass
 
 
-class hold:
-    """`with hold(workdir):` acquire ... release (on process 0 only: one holder per run)."""
+def acquire_waiting(workdir: str, name: str = LOCK_NAME, poll_s: float = 2.0) -> bool:
+    """`acquire`, waiting while another run holds the lock (with one note as the wait begins)."""
+    waiting = False
+    while True:
+        try:
+            return acquire(workdir, name)
+        except WorkdirBusyError as e:
+            if not waiting:
+                print(f"note: waiting: {e}", flush=True)
+                waiting = True
+            time.sleep(poll_s)
 
-    def __init__(self, workdir: str, enabled: bool = True, name: str = LOCK_NAME):
-        self.workdir, self.enabled, self.name = workdir, enabled, name
+
+class hold:
+    """`with hold(workdir):` acquire ... release (on process 0 only: one holder per run).
+    `wait`: wait for a busy lock instead of refusing (`acquire_waiting`)."""
+
+    def __init__(self, workdir: str, enabled: bool = True, name: str = LOCK_NAME, wait=False):
+        self.workdir, self.enabled, self.name, self.wait = workdir, enabled, name, wait
 
     def __enter__(self):
         if self.enabled:
-            acquire(self.workdir, self.name)
+            (acquire_waiting if self.wait else acquire)(self.workdir, self.name)
         return self
 
     def __exit__(self, *exc):

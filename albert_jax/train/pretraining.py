@@ -19,7 +19,7 @@ import numpy as np
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.source import load_workdir, workdir_steps
-from albert_jax.data import pairs
+from albert_jax.data import corpus, pairs
 from albert_jax.data.pipeline import DataConfigError, make_iterator
 from albert_jax.model import electra, presets, sharing
 from albert_jax.model.albert import AlbertForPreTraining
@@ -57,6 +57,32 @@ def set_objective_data(config) -> None:
     """data.mode = 'nsp' for the 'mlm+nsp' objective (in place: the run's config.json says it)."""
     if objective_of(config) == "mlm+nsp" and config.data.get("mode", "sop") != "nsp":
         config.data.mode = "nsp"
+
+
+def check_positions(config) -> None:
+    """Sequences must fit the model's position table (else the first step fails, after the
+    corpus build)."""
+    length = int(config.data.max_seq_length)
+    positions = presets.from_run_config(config).max_position_embeddings
+    if length > positions:
+        raise DataConfigError(
+            f"data.max_seq_length ({length}) is longer than the model's position table "
+            f"(model.max_position_embeddings {positions})"
+        )
+
+
+def clamp_warmup(config, given: bool) -> None:
+    """A run shorter than its config's warmup (`--config.total_steps=20` against 100 warmup
+    steps) warms up over the whole run, with a note. A warmup given on the command line
+    (`given`) is left to `check_optim_config`, which refuses it."""
+    warmup, total = int(config.optim.warmup_steps), int(config.optim.total_steps)
+    if not given and 0 < total < warmup:
+        config.optim.warmup_steps = total
+        print(
+            f"note: optim.warmup_steps {warmup} > total_steps {total}: warming up over all "
+            f"{total} steps (--config.optim.warmup_steps sets it)",
+            flush=True,
+        )
 
 
 def make_task(config, data_config, pretrained=None):
@@ -149,6 +175,24 @@ class PretrainingTask:
             self.config.eval_split, process_index, process_count, data, worker_count=0, num_epochs=1
         )
 
+    def check_eval_split(self) -> None:
+        """An eval split that fills no batch, refused before training (not `eval_every` steps
+        in, at the first evaluation)."""
+        if int(self.config.get("eval_every", 0)) > 0:
+            where = (jax.process_index(), jax.process_count())
+            if next(self.eval_iterator(*where), None) is None:
+                raise self._small_eval_split()
+
+    def _small_eval_split(self) -> DataConfigError:
+        split = self.config.eval_split
+        docs = len(corpus.open_source(self.data, split))
+        return DataConfigError(
+            f"eval_split {split!r} of the {corpus.corpus_name(self.data)!r} corpus "
+            f"({self.data.data_dir}) holds {docs} documents, fewer examples than one batch of "
+            f"{self.global_batch_size}: give it more documents (e.g. "
+            "--config.eval_split='train[95%:]') or turn evaluation off (--config.eval_every=0)"
+        )
+
     def eval_step(self, params, batch):
         return self.loss(params, batch, self.normalizers(batch), None)[1]
 
@@ -199,11 +243,7 @@ class PretrainingTask:
                     sums[k] = sums.get(k, 0.0) + float(v)
             n += 1
         if n == 0:
-            raise DataConfigError(
-                f"eval_split {self.config.eval_split!r} does not fill one batch of "
-                f"{self.global_batch_size} examples: give it more documents (e.g. "
-                "--config.eval_split='train[95%:]') or turn evaluation off (--config.eval_every=0)"
-            )
+            raise self._small_eval_split()
         metrics = {k: v / n for k, v in sums.items()}
         # Printed next to the accuracy they bound (the eval line keeps the dict's order).
         if "mlm_accuracy" in metrics and targets:
@@ -321,6 +361,24 @@ class ElectraTask(PretrainingTask):
 
     def finish_metrics(self, metrics):
         return electra.finish_metrics(metrics)
+
+    def check_eval_split(self) -> None:
+        """An eval split that fills no batch, refused before training (not `eval_every` steps
+        in, at the first evaluation)."""
+        if int(self.config.get("eval_every", 0)) > 0:
+            where = (jax.process_index(), jax.process_count())
+            if next(self.eval_iterator(*where), None) is None:
+                raise self._small_eval_split()
+
+    def _small_eval_split(self) -> DataConfigError:
+        split = self.config.eval_split
+        docs = len(corpus.open_source(self.data, split))
+        return DataConfigError(
+            f"eval_split {split!r} of the {corpus.corpus_name(self.data)!r} corpus "
+            f"({self.data.data_dir}) holds {docs} documents, fewer examples than one batch of "
+            f"{self.global_batch_size}: give it more documents (e.g. "
+            "--config.eval_split='train[95%:]') or turn evaluation off (--config.eval_every=0)"
+        )
 
     def eval_step(self, params, batch):
         out = self._outputs(params, batch, None)
