@@ -567,7 +567,9 @@ def test_tiny_sweep_runs_resumes_without_redoing_and_submits(tmp_path):
         record = json.loads(
             (work / "finetune" / "cls" / row["point"] / "lr_search.json").read_text()
         )
-        assert float(row["learning_rate"]) == record["chosen"] and len(record["trials"]) == 3
+        assert float(row["learning_rate"]) == record["chosen"]
+        rates = [t["learning_rate"] for t in record["trials"]]  # 3 a round (retries: more rounds)
+        assert len(set(rates)) == 3 and len(rates) % 3 == 0
 
     # rerun: nothing is redone (no file of a finished step is rewritten)
     summary = work / "finetune" / "cls" / "layout=none,unshare=all" / "summary.json"
