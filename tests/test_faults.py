@@ -73,6 +73,55 @@ def test_a_live_holder_refuses_a_second_run_and_a_dead_one_is_taken_over(tmp_pat
         lock.acquire(str(tmp_path / "d"))
 
 
+# Each racer waits for `go`, tries the lock, says whether it got it, and keeps it until `done`.
+_RACER = """
+import os, sys, time
+from albert_jax.train import lock
+work = sys.argv[1]
+print("ready", flush=True)
+while not os.path.exists(work + ".go"):
+    time.sleep(0.001)
+try:
+    lock.acquire(work)
+    print("held", flush=True)
+except lock.WorkdirBusyError:
+    print("busy", flush=True)
+while not os.path.exists(work + ".done"):
+    time.sleep(0.01)
+"""
+
+
+def _answer(out) -> str:
+    line = out.readline()
+    return _answer(out) if line.startswith("note:") else line.strip()
+
+
+@pytest.mark.slow  # 6 rounds of 5 processes (~45 s on two busy cores)
+def test_racers_on_a_stale_lock_leave_exactly_one_holder(tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for trial in range(6):
+        work = str(tmp_path / f"run{trial}")
+        _lock_file(work, dead.pid, start_time="1")
+        racers = [
+            subprocess.Popen([sys.executable, "-c", _RACER, work], cwd=ROOT, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for _ in range(5)
+        ]  # fmt: skip
+        try:
+            assert [p.stdout.readline().strip() for p in racers] == ["ready"] * 5
+            open(work + ".go", "w").close()
+            said = [_answer(p.stdout) for p in racers]
+            holder = json.loads(open(os.path.join(work, lock.LOCK_NAME)).read())
+        finally:
+            open(work + ".done", "w").close()
+            for p in racers:
+                p.wait(timeout=30)
+        assert sorted(said) == ["busy"] * 4 + ["held"], (trial, said)
+        assert holder["pid"] == racers[said.index("held")].pid
+        assert not os.path.exists(os.path.join(work, lock.LOCK_NAME))  # released at exit
+
+
 def test_a_second_finetune_on_a_busy_workdir_is_refused_in_one_line(pretrained, files, tmp_path):  # noqa: F811
     live = subprocess.Popen(["sleep", "120"])
     try:
