@@ -224,6 +224,29 @@ def _killed_then_rerun(cmd, workdir, point=None, after_s=None):
     return killed
 
 
+@pytest.mark.slow
+def test_sigterm_saves_exits_0_and_the_rerun_resumes(pretrained, files, tmp_path):  # noqa: F811
+    work = tmp_path / "run"
+    longer = ["--config.total_steps=200", "--config.eval_every=100", "--config.log_every=1"]
+    cmd = _finetune_cmd(pretrained, files, work) + longer  # later flags win
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    metrics = work / "metrics.jsonl"  # created before the trainer takes SIGTERM: wait for a row
+    while not (metrics.exists() and metrics.stat().st_size) and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert "stopped before step 200: rerun to resume" in out
+    assert "step/s" not in err  # --config.progress_bar=False: no bar
+    saved = ckpt_steps(work)
+    assert saved and saved[-1] < 200 and not (work / "results.json").exists()
+    again = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resumed from step {saved[-1]}" in again.stdout
+    assert json.loads((work / "results.json").read_text())["best_step"] in (100, 200)
+
+
 def _holders(prefix: str) -> list[int]:
     """Pids of processes with a file under `prefix` open (Linux /proc)."""
     pids = []
