@@ -247,6 +247,25 @@ def test_sigterm_saves_exits_0_and_the_rerun_resumes(pretrained, files, tmp_path
     assert json.loads((work / "results.json").read_text())["best_step"] in (100, 200)
 
 
+@pytest.mark.slow
+def test_a_rerun_with_other_inputs_is_refused_naming_them(pretrained, files, tmp_path):  # noqa: F811
+    work = tmp_path / "run"
+    cmd = _finetune_cmd(pretrained, files, work)
+    subprocess.run(cmd, cwd=ROOT, env=ENV, check=True, capture_output=True, timeout=600)
+    before = {name: (work / name).read_bytes() for name in ("config.json", *FINETUNE_OUTPUTS)}
+    other = [*cmd, f"--config.task.train={files}/reg_dev.jsonl", "--config.task.max_seq_length=12"]
+    proc = subprocess.run(other, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert [line for line in lines if line.startswith("Traceback")] == []
+    assert lines[-1].startswith(f"error: {work} holds a run with other inputs (")
+    assert f"task.train was '{files}/reg_train.jsonl', now '{files}/reg_dev.jsonl'" in lines[-1]
+    assert "task.max_seq_length was 16, now 12" in lines[-1]
+    assert lines[-1].endswith("or pass --config.start_over=True to start over")
+    assert "resumed" not in proc.stdout
+    assert {name: (work / name).read_bytes() for name in before} == before
+
+
 def _holders(prefix: str) -> list[int]:
     """Pids of processes with a file under `prefix` open (Linux /proc)."""
     pids = []
