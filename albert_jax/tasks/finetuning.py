@@ -480,11 +480,11 @@ def check_rerun(config, workdir: str) -> None:
     """A rerun on a workdir with a run in it resumes that run: with other inputs its checkpoints,
     best model and results would be the old inputs' under the new config.json. Refused, naming
     each changed key, unless `start_over` is set."""
-    if config.get("start_over", False) or paths.is_uri(workdir):
+    if config.get("start_over", False):
         return
-    saved = sorted(epath.Path(workdir).glob("config.json")) or sorted(
-        epath.Path(workdir).glob("seed_*/config.json")
-    )
+    wd = epath.Path(workdir)  # several seeds: each seed_S has its own
+    saved = [wd / "config.json"] if (wd / "config.json").exists() else wd.glob("seed_*/config.json")
+    saved = sorted(saved)
     if not saved:
         return
     old = json.loads(saved[0].read_text())
