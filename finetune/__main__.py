@@ -52,6 +52,7 @@ def main(argv):
         print(warning, flush=True)
     # One run per workdir (albert_jax/train/lock.py), held before anything is written there.
     with cli.removed_on_input_error(workdir), lock.hold(paths.resolve(workdir)):
+        finetuning.check_rerun(config, workdir)  # a rerun resumes: with the same inputs
         log_to_file(workdir)  # library chatter off the console
         run.run(config, workdir)
 

@@ -1,16 +1,18 @@
 """`python -m finetune.predict --checkpoint DIR --input FILE [--output FILE]`: predictions of a
 fine-tuned checkpoint (e.g. WORKDIR/best of `python -m finetune`) as JSONL, one row per input
-example with its location, text and prediction (class probabilities for classification, a tag
-per word for tagging, the letter and option probabilities for multiple choice). With labels in the
+example with its location, text and prediction (class probabilities and the logits they are the
+softmax of for classification, e.g. for calibration or distillation; a tag per word for tagging;
+the letter and each option's probability and logit for multiple choice). With labels in the
 input, the metrics are printed too."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
-from albert_jax import cli
+from albert_jax import cli, paths
 from albert_jax.tasks.run import predict_file
 
 
@@ -25,11 +27,26 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     output = args.output or args.input + ".predictions.jsonl"
     try:
+        _check_args(args.input, output, args.batch_size)
         values = predict_file(args.checkpoint, args.input, output, args.batch_size)
     except cli.input_errors() as e:  # one line, exit 2, as every entry point
         return cli.report(e)
     print(json.dumps({"predictions": output, **values}, ensure_ascii=False))
     return 0
+
+
+def _check_args(input_path: str, output: str, batch_size: int) -> None:
+    """What is wrong with the arguments themselves, before the checkpoint is read."""
+    if batch_size < 1:
+        raise cli.InputError(f"--batch_size must be at least 1, got {batch_size}")
+    if paths.is_uri(input_path):  # a bucket file: read where it is
+        return
+    if not os.path.exists(input_path):
+        raise cli.InputError(f"--input {input_path}: no such file or directory")
+    if os.path.exists(output) and os.path.samefile(input_path, output):
+        raise cli.InputError(
+            f"--output {output} is the input file: name another one (the input is kept)"
+        )
 
 
 if __name__ == "__main__":

@@ -299,6 +299,21 @@ def test_convert_and_predict_exit_as_the_others_do(tmp_path, tsv):
     assert sorted(os.listdir(tmp_path)) == ["good.tsv"]
 
 
+@pytest.mark.slow  # three commands (~20 s)
+def test_predict_refuses_its_input_as_output_a_missing_input_and_batch_size_0(tmp_path, tsv):
+    before = tsv.read_bytes()
+    ckpt = ["finetune.predict", "--checkpoint", str(tmp_path / "none")]
+    same = str(tmp_path / "." / tsv.name)  # the same file, spelled otherwise
+    line = error_line([*ckpt, "--input", str(tsv), "--output", same], ROOT)
+    assert line == f"error: --output {same} is the input file: name another one (the input is kept)"
+    assert tsv.read_bytes() == before
+    line = error_line([*ckpt, "--input", str(tmp_path / "dev.tsv")], ROOT)
+    assert line == f"error: --input {tmp_path}/dev.tsv: no such file or directory"
+    line = error_line([*ckpt, "--input", str(tsv), "--batch_size", "0"], ROOT)
+    assert line == "error: --batch_size must be at least 1, got 0"
+    assert sorted(os.listdir(tmp_path)) == ["good.tsv"]
+
+
 # ---- 8. optimizer settings: refused first thing, before any corpus is built -------------------
 @pytest.mark.slow
 def test_pretraining_refuses_optimizer_nonsense_before_the_corpus(tmp_path):

@@ -122,6 +122,14 @@ def test_damaged_params_fail_clearly(tmp_path, model_and_params):
                 os.remove(os.path.join(root, name))
     with pytest.raises(checkpoint.CheckpointError, match="cannot restore parameters"):
         checkpoint.load(path)
+    # Without its metadata: one line naming the directory and the file (not orbax's None).
+    os.remove(path / "params" / "_METADATA")
+    with pytest.raises(checkpoint.CheckpointError) as e:
+        checkpoint.load(path)
+    assert (
+        str(e.value)
+        == f"{path}: cannot restore parameters (params/_METADATA is missing or unreadable)"
+    )
 
 
 # --- heads ----------------------------------------------------------------------------------------

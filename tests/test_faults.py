@@ -73,6 +73,55 @@ def test_a_live_holder_refuses_a_second_run_and_a_dead_one_is_taken_over(tmp_pat
         lock.acquire(str(tmp_path / "d"))
 
 
+# Each racer waits for `go`, tries the lock, says whether it got it, and keeps it until `done`.
+_RACER = """
+import os, sys, time
+from albert_jax.train import lock
+work = sys.argv[1]
+print("ready", flush=True)
+while not os.path.exists(work + ".go"):
+    time.sleep(0.001)
+try:
+    lock.acquire(work)
+    print("held", flush=True)
+except lock.WorkdirBusyError:
+    print("busy", flush=True)
+while not os.path.exists(work + ".done"):
+    time.sleep(0.01)
+"""
+
+
+def _answer(out) -> str:
+    line = out.readline()
+    return _answer(out) if line.startswith("note:") else line.strip()
+
+
+@pytest.mark.slow  # 6 rounds of 5 processes (~45 s on two busy cores)
+def test_racers_on_a_stale_lock_leave_exactly_one_holder(tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for trial in range(6):
+        work = str(tmp_path / f"run{trial}")
+        _lock_file(work, dead.pid, start_time="1")
+        racers = [
+            subprocess.Popen([sys.executable, "-c", _RACER, work], cwd=ROOT, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for _ in range(5)
+        ]  # fmt: skip
+        try:
+            assert [p.stdout.readline().strip() for p in racers] == ["ready"] * 5
+            open(work + ".go", "w").close()
+            said = [_answer(p.stdout) for p in racers]
+            holder = json.loads(open(os.path.join(work, lock.LOCK_NAME)).read())
+        finally:
+            open(work + ".done", "w").close()
+            for p in racers:
+                p.wait(timeout=30)
+        assert sorted(said) == ["busy"] * 4 + ["held"], (trial, said)
+        assert holder["pid"] == racers[said.index("held")].pid
+        assert not os.path.exists(os.path.join(work, lock.LOCK_NAME))  # released at exit
+
+
 def test_a_second_finetune_on_a_busy_workdir_is_refused_in_one_line(pretrained, files, tmp_path):  # noqa: F811
     live = subprocess.Popen(["sleep", "120"])
     try:
@@ -173,6 +222,48 @@ def _killed_then_rerun(cmd, workdir, point=None, after_s=None):
     again = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, (point, again.stderr[-3000:])
     return killed
+
+
+@pytest.mark.slow
+def test_sigterm_saves_exits_0_and_the_rerun_resumes(pretrained, files, tmp_path):  # noqa: F811
+    work = tmp_path / "run"
+    longer = ["--config.total_steps=200", "--config.eval_every=100", "--config.log_every=1"]
+    cmd = _finetune_cmd(pretrained, files, work) + longer  # later flags win
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    metrics = work / "metrics.jsonl"  # created before the trainer takes SIGTERM: wait for a row
+    while not (metrics.exists() and metrics.stat().st_size) and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert "stopped before step 200: rerun to resume" in out
+    assert "step/s" not in err  # --config.progress_bar=False: no bar
+    saved = ckpt_steps(work)
+    assert saved and saved[-1] < 200 and not (work / "results.json").exists()
+    again = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resumed from step {saved[-1]}" in again.stdout
+    assert json.loads((work / "results.json").read_text())["best_step"] in (100, 200)
+
+
+@pytest.mark.slow
+def test_a_rerun_with_other_inputs_is_refused_naming_them(pretrained, files, tmp_path):  # noqa: F811
+    work = tmp_path / "run"
+    cmd = _finetune_cmd(pretrained, files, work)
+    subprocess.run(cmd, cwd=ROOT, env=ENV, check=True, capture_output=True, timeout=600)
+    before = {name: (work / name).read_bytes() for name in ("config.json", *FINETUNE_OUTPUTS)}
+    other = [*cmd, f"--config.task.train={files}/reg_dev.jsonl", "--config.task.max_seq_length=12"]
+    proc = subprocess.run(other, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert [line for line in lines if line.startswith("Traceback")] == []
+    assert lines[-1].startswith(f"error: {work} holds a run with other inputs (")
+    assert f"task.train was '{files}/reg_train.jsonl', now '{files}/reg_dev.jsonl'" in lines[-1]
+    assert "task.max_seq_length was 16, now 12" in lines[-1]
+    assert lines[-1].endswith("or pass --config.start_over=True to start over")
+    assert "resumed" not in proc.stdout
+    assert {name: (work / name).read_bytes() for name in before} == before
 
 
 def _holders(prefix: str) -> list[int]:

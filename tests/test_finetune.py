@@ -156,10 +156,8 @@ def test_every_task_type_trains_evaluates_whole_splits_and_predicts(
     for a, b in zip(again, dev, strict=True):
         assert a.keys() == b.keys()
         for k in a:
-            if (
-                k in ("prediction", "probabilities")
-                and task_type != "classification"
-                or (k == "probabilities")
+            if k in ("probabilities", "logits") or (
+                k == "prediction" and task_type != "classification"
             ):
                 np.testing.assert_allclose(a[k], b[k], rtol=1e-4, atol=1e-5)
             else:
@@ -173,6 +171,28 @@ def test_every_task_type_trains_evaluates_whole_splits_and_predicts(
     else:
         assert values[metric] == pytest.approx(results["dev"][metric], rel=1e-3)
     assert summary["dev"][metric]["mean"] == pytest.approx(results["dev"][metric])
+
+
+def test_predict_writes_the_logits_whose_softmax_are_the_probabilities(files, tmp_path):
+    """Calibration and distillation need the logits: each row has them beside its probabilities."""
+    head = {
+        "type": "sequence_classification", "num_labels": 2, "classifier_dropout": 0.1,
+        "task_type": "classification", "max_seq_length": 16, "labels": ["neg", "pos"],
+        "text_a": "text", "text_b": None, "label": "label",
+    }  # fmt: skip
+    config = tiny_config()
+    params = random_params(build_model(config, head), seed=3)
+    tok = load_tokenizer(TOKENIZER)
+    checkpoint.save(tmp_path / "clf", config, params, tokenizer=tok, head=head)
+    out = tmp_path / "p.jsonl"
+    runs.predict_file(str(tmp_path / "clf"), f"{files}/cls_dev.jsonl", str(out))
+    rows = read_jsonl(out)
+    logits = np.array([r["logits"] for r in rows])
+    assert logits.shape == (N_DEV, 2)
+    probs = np.exp(logits - logits.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    np.testing.assert_allclose(probs, [r["probabilities"] for r in rows], atol=2e-6)
+    assert [r["prediction"] for r in rows] == [head["labels"][i] for i in logits.argmax(1)]
 
 
 def test_cli_unshared_from_shared_checkpoint_then_python_api(pretrained, files, tmp_path):

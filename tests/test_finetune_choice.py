@@ -248,6 +248,8 @@ def test_choice_trains_and_predicts_every_dev_question_once(pretrained, race, tm
         assert len(r["probabilities"]) == len(r["options"])
         assert sum(r["probabilities"]) == pytest.approx(1, abs=1e-5)
         assert r["prediction"] == LETTERS[int(np.argmax(r["probabilities"]))]
+        e = np.exp(np.array(r["logits"]) - max(r["logits"]))  # the real options' logits
+        np.testing.assert_allclose(e / e.sum(), r["probabilities"], atol=2e-6)
     assert len(open(tmp_path / "predictions" / "test.jsonl").readlines()) == 3
     head = checkpoint.load_head(tmp_path / "best")
     assert head["type"] == "multiple_choice" and head["num_choices"] == 4

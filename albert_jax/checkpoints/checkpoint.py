@@ -267,7 +267,13 @@ def load(path: str | os.PathLike) -> tuple[AlbertConfig, dict[str, Any]]:
     params_dir = paths.join(path, PARAMS_DIR)
     try:
         with ocp.StandardCheckpointer(multiprocessing_options=_this_process_only()) as ckptr:
-            stored = ckptr.metadata(params_dir).item_metadata.tree
+            meta = ckptr.metadata(params_dir)
+            if meta is None or meta.item_metadata is None:  # orbax logs a warning, returns None
+                raise CheckpointError(
+                    f"{path}: cannot restore parameters ({PARAMS_DIR}/_METADATA is missing or "
+                    "unreadable)"
+                )
+            stored = meta.item_metadata.tree
             shapes = jax.tree_util.tree_map(lambda m: tuple(m.shape), stored)
             check_tree(config, shapes, path, head)
             device = jax.sharding.SingleDeviceSharding(jax.local_devices(backend="cpu")[0])

@@ -246,8 +246,9 @@ class ChoiceTask(FinetuneTask):
         rows = [
             {"where": ex.where, "id": ex.qid, "question": ex.question, "options": list(ex.options),
              "answer": LETTERS[ex.label], "prediction": LETTERS[p],
-             "probabilities": np.round(pr[: len(ex.options)], 6).tolist()}
-            for ex, p, pr in zip(examples, preds, probs, strict=True)
+             "probabilities": np.round(pr[: len(ex.options)], 6).tolist(),
+             "logits": np.round(np.asarray(lg[: len(ex.options)], np.float64), 6).tolist()}
+            for ex, p, pr, lg in zip(examples, preds, probs, logits, strict=True)
         ]  # fmt: skip
         return rows, values
 

@@ -51,10 +51,11 @@ class ClassificationTask(FinetuneTask):
         preds = logits.argmax(-1)
         probs = jax.nn.softmax(logits, -1)
         values = M.classification_metrics(feats["label"], preds) if "label" in feats else {}
-        for ex, p, pr in zip(examples, preds, np.asarray(probs), strict=True):
+        for ex, p, pr, lg in zip(examples, preds, np.asarray(probs), logits, strict=True):
             rows.append(
-                _row(ex, prediction=self.data.labels[p], probabilities=np.round(pr, 6).tolist())
-            )
+                _row(ex, prediction=self.data.labels[p], probabilities=np.round(pr, 6).tolist(),
+                     logits=np.round(np.asarray(lg, np.float64), 6).tolist())
+            )  # fmt: skip
         return rows, values
 
     def collapse(self, rows, values):

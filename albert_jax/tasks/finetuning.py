@@ -502,3 +502,37 @@ def check_files(config) -> None:
                     f"`python -m finetune.prepare {name} --out DIR` to build it elsewhere)"
                 )
             raise FinetuneError(f"task.{split} {path} does not exist{hint}")
+
+
+# What a rerun must keep to resume (or re-report) a run: its data and task settings (every
+# `task.*` key) and its starting point. Schedules, seeds and the optimizer are left out: the
+# saved config.json holds them resolved (steps from epochs, the searched learning rate).
+RESUME_KEYS = ("init", "unshare", "fresh_params", "tokenizer", "model_from", "max_train_examples")
+
+
+def check_rerun(config, workdir: str) -> None:
+    """A rerun on a workdir with a run in it resumes that run: with other inputs its checkpoints,
+    best model and results would be the old inputs' under the new config.json. Refused, naming
+    each changed key, unless `start_over` is set."""
+    if config.get("start_over", False):
+        return
+    wd = epath.Path(workdir)  # several seeds: each seed_S has its own
+    saved = [wd / "config.json"] if (wd / "config.json").exists() else wd.glob("seed_*/config.json")
+    saved = sorted(saved)
+    if not saved:
+        return
+    old = json.loads(saved[0].read_text())
+    new = json.loads(config.to_json_best_effort())
+    changed = []
+    task_keys = [f"task.{k}" for k in new.get("task", {}) if k in old.get("task", {})]
+    for key in [k for k in RESUME_KEYS if k in old and k in new] + task_keys:
+        a, b = old, new
+        for part in key.split("."):
+            a, b = a[part], b[part]
+        if a != b:
+            changed.append(f"{key} was {a!r}, now {b!r}")
+    if changed:
+        raise FinetuneError(
+            f"{workdir} holds a run with other inputs ({'; '.join(changed)}): rerun with its "
+            "settings to resume it, or pass --config.start_over=True to start over"
+        )

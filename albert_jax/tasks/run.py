@@ -100,7 +100,8 @@ def resolve_learning_rate(config, model_config, search: bool = False):
 
 def run(config, workdir: str) -> dict[str, Any]:
     """Fine-tune once per seed (`workdir/seed_S` when there are several); returns the summary
-    (also in `workdir/summary.json`): per-seed results and mean ± std of dev and test metrics."""
+    (also in `workdir/summary.json`): per-seed results and mean ± std of dev and test metrics;
+    {} when SIGTERM stopped it (its checkpoint saved: rerunning resumes)."""
     with lock.hold(paths.resolve(workdir), enabled=jax.process_index() == 0):
         return _run(config, workdir)
 
@@ -135,6 +136,10 @@ def _run(config, workdir: str) -> dict[str, Any]:
         if searched:
             task.results_info["lr_search"] = searched
         train(c, wd, task)
+        if not epath.Path(wd, "results.json").exists():  # stopped by SIGTERM, checkpoint saved
+            if jax.process_index() == 0:
+                print(f"stopped before step {c.total_steps}: rerun to resume", flush=True)
+            return {}
         per_seed[seed] = _seed_result(wd, c)
     summary = summarize(per_seed, data)
     if searched:

@@ -2,9 +2,12 @@
 
 Two runs writing one workdir mix their checkpoints, `best/` model and metrics without an error
 (run A's final figures would come from run B's best model), so the second one is refused. The
-lock is a file created with O_EXCL holding the holder's host, pid, process start time and
-command. A lock whose process is gone from this host (killed, crashed) is stale and taken over
-with a note; a lock from another host is never guessed about: the message says how to remove it.
+lock is a file holding the holder's host, pid, process start time and command, written whole
+under a temporary name and then linked into place (a racer never reads it half-written; exactly
+one link succeeds). A lock whose process is gone from this host (killed, crashed) is stale and
+taken over with a note, under an flock of the workdir so that racers take it over one at a time
+(the first replaces it, the others find the new holder alive); a lock from another host is never
+guessed about: the message says how to remove it.
 Reentrant within a process (fine-tuning holds the workdir, then the trainer holds it again).
 A bucket workdir (gs://...) has no atomic create: it is not locked (a log line says so).
 """
@@ -12,6 +15,8 @@ A bucket workdir (gs://...) has no atomic create: it is not locked (a log line s
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -72,17 +77,41 @@ def acquire(workdir: str, name: str = LOCK_NAME) -> bool:
         _held[path] += 1
         return True
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    for _ in range(3):  # a stale lock is removed, then the create is tried again
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            _take_over_if_stale(path)
-            continue
-        with os.fdopen(fd, "w") as f:
+    if not _create(path):
+        with _guard(os.path.dirname(path)):  # one racer at a time reads and replaces it
+            if not _create(path):
+                _take_over_if_stale(path)
+                if not _create(path):
+                    raise WorkdirBusyError(f"could not lock {path}: another run keeps taking it")
+    _held[path] = 1
+    return True
+
+
+def _create(path: str) -> bool:
+    """Create the lock file whole (written under a temporary name, then linked: the link fails
+    if the lock exists); False if it exists."""
+    tmp = f"{path}.{socket.gethostname()}.{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
             json.dump(_me(), f)
-        _held[path] = 1
+        os.link(tmp, path)
         return True
-    raise WorkdirBusyError(f"could not lock {path}: another run keeps taking it")
+    except FileExistsError:
+        return False
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+
+
+@contextlib.contextmanager
+def _guard(workdir: str):
+    """An exclusive flock of the workdir itself (the kernel drops it when its holder dies)."""
+    fd = os.open(workdir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
 
 
 def _take_over_if_stale(path: str) -> None:
@@ -91,7 +120,7 @@ def _take_over_if_stale(path: str) -> None:
             holder = json.load(f)
     except FileNotFoundError:  # released meanwhile
         return
-    except (OSError, ValueError):  # half-written by a process killed while creating it
+    except (OSError, ValueError):  # not ours (locks are written whole): e.g. an empty file
         holder = {}
     workdir = os.path.dirname(path)
     same_host = holder.get("host") == socket.gethostname()
