@@ -84,6 +84,9 @@ WIRING_DROPOUT = (
 )
 PD_STATISTICS = "tests/test_data_pipeline.py::test_statistics_on_peoples_daily"
 OWN_WORDPIECE = "tests/test_own_corpus.py::test_wordpiece_vocab_examples_use_its_special_ids"
+MALLOC = (
+    "tests/test_cli.py::test_entry_points_reuse_freed_host_memory_instead_of_faulting_it_in_again"
+)
 STEP_KEYS = (
     "tests/test_trainer_wiring.py::test_dropout_key_is_folded_with_the_step_and_the_micro_batch"
 )
@@ -367,7 +370,7 @@ MUTANTS = [
         "settings = ((_M_ARENA_MAX, 1), (_M_MMAP_MAX, 0),",
         "settings = ((_M_MMAP_MAX, 0),",
         "XLA's worker threads keep their own arenas, which mmap and unmap every step's blocks",
-        ("tests/test_cli.py",),
+        (MALLOC,),
     ),
     Mutant(
         "cli-malloc-not-applied",
@@ -375,7 +378,7 @@ MUTANTS = [
         '    `keep_freed_memory()`."""\n    keep_freed_memory()',
         '    `keep_freed_memory()`."""',
         "the entry points leave glibc's allocator as it is",
-        ("tests/test_cli.py",),
+        (MALLOC,),
     ),
     Mutant(
         "optim-clip-scales-up-small-gradients",
