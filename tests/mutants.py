@@ -1,26 +1,37 @@
-"""Mutation check: hand-written plausible bugs, applied one at a time to a temporary copy of the
-repository, each run against the few tests that should catch it. Outside the default suite (the
-name does not match test_*.py).
+"""Mutation check: 69 hand-written plausible bugs, applied one at a time to a temporary copy of
+the repository, each run against the few tests that should catch it. Outside the default suite
+(the name does not match test_*.py). The mutants, by module of albert_jax/:
+
+    model/     albert 16, electra 5, losses 4, heads 1, decoding 1
+    train/     optim 10, trainer 4, pretraining 3
+    data/      masking 5, pipeline 5, pairs 3, documents 2, parallel 2
+    elsewhere  checkpoints/checkpoint 1, checkpoints/train_state 1, text/tokenization 2,
+               paths 2, cli 2
 
     uv run python tests/mutants.py -j 2              # all mutants, two workers
-    uv run python tests/mutants.py --list            # what they are (also checks every snippet)
+    uv run python tests/mutants.py --ci -j 2         # CI's subset (CI_MUTANTS, ~5 minutes)
+    uv run python tests/mutants.py --list            # what they are (also checks every mutant)
     uv run python tests/mutants.py --only model-pooler-no-tanh,optim-warmup-off-by-one
     uv run python tests/mutants.py --json mutants.json
 
 The tracked (and untracked, not ignored) files are copied once per worker into a temporary
 directory; the working tree is never touched. Before the mutants, a canary (the copy's
 albert_jax/__init__.py made to raise) must fail, proving the tests import the copy and not this
-checkout, and the union of the mutants' tests must pass on the unmutated copy. A mutant is
-*killed* when its tests fail (pytest exit 1, or 2 for a collection error), *survived* when they
-pass; a survivor marked `equivalent` (with the reason it cannot change behaviour) is reported as
-such. Exits 1 if any mutant survives unexplained, times out or errs; 2 if a mutant's snippet does
-not occur exactly once in its file (the code moved on: update the mutant).
+checkout, and the union of the mutants' tests must pass on the unmutated copy. A test named by its
+node id runs even if marked slow; a whole test file runs its default tier. A mutant is *killed*
+when its tests fail (pytest exit 1, or 2 for a collection error), *survived* when they pass; a
+survivor marked `equivalent` (with the reason it cannot change behaviour) is reported as such.
+Exits 1 if any mutant survives unexplained, times out or errs; 2 if a mutant is stale (its file is
+gone, its snippet does not occur exactly once, or a test it names is not defined: update the
+mutant). tests/test_mutants_fresh.py makes that last check in the default suite.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
+import functools
 import json
 import os
 import queue
@@ -34,7 +45,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PYTEST_BASE = ("-q", "-p", "no:cacheprovider", "-m", "not slow")
+PYTEST_BASE = ("-q", "-p", "no:cacheprovider")
 PYTEST = ("-x", *PYTEST_BASE)  # per mutant: the first failure kills it
 CANARY = "mutants.py canary: the copy's albert_jax was imported"
 _ACTIVE: set[subprocess.Popen] = set()  # running pytest processes (each its own process group)
@@ -53,20 +64,20 @@ class Mutant:
     equivalent: str | None = None  # why it cannot change behaviour, if it survives by design
 
 
-MODEL = "albert_jax/model.py"
-ELECTRA = "albert_jax/electra.py"
+MODEL = "albert_jax/model/albert.py"
+ELECTRA = "albert_jax/model/electra.py"
 ELECTRA_TESTS = "tests/test_electra.py"
-LOSSES = "albert_jax/losses.py"
-OPTIM = "albert_jax/optim.py"
+LOSSES = "albert_jax/model/losses.py"
+OPTIM = "albert_jax/train/optim.py"
 CLI = "albert_jax/cli.py"
 MASKING = "albert_jax/data/masking.py"
 PAIRS = "albert_jax/data/pairs.py"
 PIPELINE = "albert_jax/data/pipeline.py"
-CORPUS = "albert_jax/data/corpus.py"
+DOCUMENTS = "albert_jax/data/documents.py"
 PARALLEL = "albert_jax/data/parallel.py"
 PRETRAINING = "albert_jax/train/pretraining.py"
 TRAINER = "albert_jax/train/trainer.py"
-CHECKPOINTS = "albert_jax/train/checkpoints.py"
+TRAIN_STATE = "albert_jax/checkpoints/train_state.py"
 PATHS = "albert_jax/paths.py"
 BUCKET = "tests/test_bucket_paths.py"
 
@@ -82,6 +93,9 @@ WIRING_DROPOUT = (
 )
 PD_STATISTICS = "tests/test_data_pipeline.py::test_statistics_on_peoples_daily"
 OWN_WORDPIECE = "tests/test_own_corpus.py::test_wordpiece_vocab_examples_use_its_special_ids"
+MALLOC = (
+    "tests/test_cli.py::test_entry_points_reuse_freed_host_memory_instead_of_faulting_it_in_again"
+)
 STEP_KEYS = (
     "tests/test_trainer_wiring.py::test_dropout_key_is_folded_with_the_step_and_the_micro_batch"
 )
@@ -217,7 +231,7 @@ MUTANTS = [
     # ------------------------------------------------------------------ seq2seq decoding
     Mutant(
         "heads-prefix-lm-strict",
-        "albert_jax/heads.py",
+        "albert_jax/model/heads.py",
         "c[:, None, :] <= c[:, :, None]",
         "c[:, None, :] < c[:, :, None]",
         "a target token cannot see itself (prefix-LM mask off by one)",
@@ -233,7 +247,7 @@ MUTANTS = [
     ),
     Mutant(
         "decoding-beam-stops-early",
-        "albert_jax/decoding.py",
+        "albert_jax/model/decoding.py",
         "if finished[b] and max(h.score for h in finished[b]) >= bound:",
         "if finished[b]:",
         "beam search stops at the first finished hypothesis",
@@ -365,7 +379,7 @@ MUTANTS = [
         "settings = ((_M_ARENA_MAX, 1), (_M_MMAP_MAX, 0),",
         "settings = ((_M_MMAP_MAX, 0),",
         "XLA's worker threads keep their own arenas, which mmap and unmap every step's blocks",
-        ("tests/test_cli.py",),
+        (MALLOC,),
     ),
     Mutant(
         "cli-malloc-not-applied",
@@ -373,7 +387,7 @@ MUTANTS = [
         '    `keep_freed_memory()`."""\n    keep_freed_memory()',
         '    `keep_freed_memory()`."""',
         "the entry points leave glibc's allocator as it is",
-        ("tests/test_cli.py",),
+        (MALLOC,),
     ),
     Mutant(
         "optim-clip-scales-up-small-gradients",
@@ -520,7 +534,7 @@ MUTANTS = [
     ),
     Mutant(
         "checkpoint-load-abspath",
-        "albert_jax/checkpoint.py",
+        "albert_jax/checkpoints/checkpoint.py",
         "path = paths.resolve(path)\n    head = load_head(path)",
         "path = os.path.abspath(path)\n    head = load_head(path)",
         "loading a checkpoint makes its path local, so a bucket checkpoint is not found",
@@ -528,7 +542,7 @@ MUTANTS = [
     ),
     Mutant(
         "corpus-glob-local-only",
-        CORPUS,
+        DOCUMENTS,
         "    if not paths.is_uri(pattern):\n        return glob.glob",
         "    if True:\n        return glob.glob",
         "input globs are matched on the local disk only: gs://b/texts/*.txt matches nothing",
@@ -536,7 +550,7 @@ MUTANTS = [
     ),
     Mutant(
         "tokenizer-meta-local-read",
-        "albert_jax/tokenization.py",
+        "albert_jax/text/tokenization.py",
         "meta = json.loads(meta_path.read_text())",
         "meta = json.load(open(meta_path))",
         "the tokenizer's settings are read with the local open(): a bucket tokenizer fails",
@@ -544,7 +558,7 @@ MUTANTS = [
     ),
     Mutant(
         "corpus-name-ignores-vocab",
-        CORPUS,
+        DOCUMENTS,
         '        int(d.get("vocab_size", 0)),\n',
         "",
         "the corpus name ignores the vocabulary size: another tokenizer reuses a stale corpus",
@@ -570,7 +584,7 @@ MUTANTS = [
     ),
     Mutant(
         "tokenization-reference-mode-strips-marker",
-        "albert_jax/tokenization.py",
+        "albert_jax/text/tokenization.py",
         'strip = mode == "transformers" and piece[0] != SPIECE_UNDERLINE',
         "strip = piece[0] != SPIECE_UNDERLINE",
         "reference mode drops the re-split marker as transformers does (not the original's ids)",
@@ -671,7 +685,7 @@ MUTANTS = [
     ),
     Mutant(
         "checkpoints-restore-oldest",
-        CHECKPOINTS,
+        TRAIN_STATE,
         "for step in sorted(self.manager.all_steps(), reverse=True):",
         "for step in sorted(self.manager.all_steps()):",
         "resume restores the oldest kept checkpoint instead of the newest",
@@ -682,6 +696,25 @@ MUTANTS = [
     ),
 ]
 
+# What .ci/run plants (--ci): the most consequential bugs across the model, the losses, the
+# optimizer, masking and the trainer, chosen to run in about five minutes on two cores.
+CI_MUTANTS = (
+    "model-explicit-attention-no-scale",
+    "model-dropout-no-rescale",
+    "model-groups-interleaved",
+    "losses-mlm-plain-mean",
+    "losses-total-without-sop",
+    "optim-trust-ratio-whole-stack",
+    "optim-exclude-re-match",
+    "optim-bias-correction-always",
+    "optim-warmup-off-by-one",
+    "optim-clip-after-update",
+    "masking-90-5-5",
+    "masking-specials-maskable",
+    "pairs-sop-label-flipped",
+    "pipeline-padding-weights",
+    "trainer-accum-divides-twice",
+)
 
 # ---------------------------------------------------------------------- runner
 
@@ -699,6 +732,26 @@ def repo_files() -> list[str]:
         capture_output=True,
     ).stdout.decode()
     return sorted({p for p in out.split("\0") if p and os.path.isfile(os.path.join(REPO, p))})
+
+
+@functools.cache
+def test_functions(file: str) -> dict[tuple[str, ...], bool]:
+    """The test functions (and methods, as (class, name)) a test file defines: marked slow?"""
+    with open(os.path.join(REPO, file), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+
+    def slow(fn) -> bool:
+        return any("mark.slow" in ast.unparse(d) for d in fn.decorator_list)
+
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found[(node.name,)] = slow(node)
+        elif isinstance(node, ast.ClassDef):
+            for fn in node.body:
+                if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                    found[(node.name, fn.name)] = slow(fn) or slow(node)
+    return found
 
 
 def check(mutants: list[Mutant]) -> None:
@@ -719,14 +772,29 @@ def check(mutants: list[Mutant]) -> None:
         if m.original == m.replacement:
             problems.append(f"{m.id}: the replacement equals the original")
         for t in m.tests:
-            if not t.startswith("tests/") or not os.path.isfile(
-                os.path.join(REPO, t.split("::")[0])
-            ):
+            file, *names = t.split("::")
+            if not t.startswith("tests/") or not os.path.isfile(os.path.join(REPO, file)):
                 problems.append(f"{m.id}: test {t!r} is not a file or node id under tests/")
+                continue
+            if not names:
+                continue
+            # The function (or class and method) the node id names, without its parameters.
+            slow = test_functions(file).get((*names[:-1], names[-1].split("[")[0]))
+            if slow is None:
+                problems.append(f"{m.id}: {file} defines no test {'::'.join(names)!r}")
+            # -m "not slow" runs with a whole file (selection()) and would deselect a slow one.
+            if slow and any("::" not in u for u in m.tests):
+                problems.append(f"{m.id}: {t} is marked slow but runs beside a whole file")
     if problems:
         raise StaleMutant(
             "stale or malformed mutants (update tests/mutants.py):\n  " + "\n  ".join(problems)
         )
+
+
+def selection(tests) -> list[str]:
+    """pytest arguments for `tests`: a whole file runs its default tier (-m "not slow"); a test
+    named by its node id runs even if marked slow (check() keeps the two kinds apart)."""
+    return [*(["-m", "not slow"] if any("::" not in t for t in tests) else []), *tests]
 
 
 def make_copy(files: list[str]) -> str:
@@ -818,7 +886,8 @@ def canary(copy: Copy, timeout: float) -> None:
         text = f.read()
     copy.restore(init, f"raise RuntimeError({CANARY!r})\n" + text)
     try:
-        rc, secs, out = run_pytest(copy.root, [*PYTEST, "tests/test_losses.py"], timeout)
+        args = [*PYTEST, *selection(["tests/test_losses.py"])]
+        rc, secs, out = run_pytest(copy.root, args, timeout)
     finally:
         copy.restore(init, text)
     if rc == 0 or CANARY not in out:
@@ -832,12 +901,14 @@ def canary(copy: Copy, timeout: float) -> None:
 def baseline(copy: Copy, mutants: list[Mutant], workers: int, timeout: float) -> None:
     """Every selected test passes on the unmutated copy (else a 'kill' would mean nothing)."""
     tests = sorted({t for m in mutants for t in m.tests})
-    whole = {t for t in tests if "::" not in t}
-    tests = [t for t in tests if t in whole or t.split("::")[0] not in whole]
-    args = [*PYTEST_BASE, *(["-p", "xdist", "-n", str(workers)] if workers > 1 else []), *tests]
-    rc, secs, out = run_pytest(copy.root, args, timeout)
-    if rc != 0:
-        sys.exit(f"baseline: the mutants' tests fail on the unmutated copy (exit {rc}):\n{out}")
+    xdist = ["-p", "xdist", "-n", str(workers)] if workers > 1 else []
+    secs = 0.0
+    for group in ([t for t in tests if "::" not in t], [t for t in tests if "::" in t]):
+        if group:  # whole files (their default tier) apart from named tests (slow ones too)
+            rc, s, out = run_pytest(copy.root, [*PYTEST_BASE, *xdist, *selection(group)], timeout)
+            if rc != 0:
+                sys.exit(f"baseline: the mutants' tests fail unmutated (exit {rc}):\n{out}")
+            secs += s
     print(f"baseline: {len(tests)} test selections pass unmutated ({secs:.1f}s)", flush=True)
 
 
@@ -846,7 +917,7 @@ def run_one(copies: queue.Queue, m: Mutant, timeout: float) -> dict:
     try:
         original = copy.apply(m)
         try:
-            rc, secs, out = run_pytest(copy.root, [*PYTEST, *m.tests], timeout)
+            rc, secs, out = run_pytest(copy.root, [*PYTEST, *selection(m.tests)], timeout)
         finally:
             copy.restore(m.file, original)
     finally:
@@ -892,6 +963,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--list", action="store_true", help="list the mutants (after checking them)")
     ap.add_argument("--only", default="", help="comma-separated mutant ids")
+    ap.add_argument("--ci", action="store_true", help="the subset CI runs (CI_MUTANTS)")
     ap.add_argument("--json", metavar="OUT", help="write the results as JSON")
     ap.add_argument("-j", type=int, default=1, metavar="N", help="parallel workers (own copies)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per mutant (default 900)")
@@ -901,6 +973,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     mutants = MUTANTS
+    if args.ci:
+        args.only = ",".join([args.only, *CI_MUTANTS])
     if args.only:
         wanted = [s.strip() for s in args.only.split(",") if s.strip()]
         known = {m.id for m in MUTANTS}
