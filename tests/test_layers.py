@@ -1,5 +1,6 @@
-"""The library's layers (.importlinter, run by `lint-imports` in .ci/run): the contracts hold on
-this tree, and an upward import or an import cycle planted in a copy of the package breaks them."""
+"""The library's layers (.importlinter): `lint-imports` in .ci/run checks that this tree keeps
+them; here, that the contracts can fail: an upward import or an import cycle planted in a copy
+of the package breaks them."""
 
 import os
 import re
@@ -21,12 +22,6 @@ def lint(cwd):
         capture_output=True,
         text=True,
     )
-
-
-def test_the_layers_contract_holds():
-    r = lint(ROOT)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "2 kept, 0 broken" in r.stdout
 
 
 def plant(tmp_path, module, line):

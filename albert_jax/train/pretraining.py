@@ -362,24 +362,6 @@ class ElectraTask(PretrainingTask):
     def finish_metrics(self, metrics):
         return electra.finish_metrics(metrics)
 
-    def check_eval_split(self) -> None:
-        """An eval split that fills no batch, refused before training (not `eval_every` steps
-        in, at the first evaluation)."""
-        if int(self.config.get("eval_every", 0)) > 0:
-            where = (jax.process_index(), jax.process_count())
-            if next(self.eval_iterator(*where), None) is None:
-                raise self._small_eval_split()
-
-    def _small_eval_split(self) -> DataConfigError:
-        split = self.config.eval_split
-        docs = len(corpus.open_source(self.data, split))
-        return DataConfigError(
-            f"eval_split {split!r} of the {corpus.corpus_name(self.data)!r} corpus "
-            f"({self.data.data_dir}) holds {docs} documents, fewer examples than one batch of "
-            f"{self.global_batch_size}: give it more documents (e.g. "
-            "--config.eval_split='train[95%:]') or turn evaluation off (--config.eval_every=0)"
-        )
-
     def eval_step(self, params, batch):
         out = self._outputs(params, batch, None)
         metrics = electra.loss(out, batch, self.normalizers(batch), self.weight)[1]
