@@ -384,8 +384,8 @@ MUTANTS = [
     Mutant(
         "cli-malloc-not-applied",
         CLI,
-        '    `keep_freed_memory()`."""\n    keep_freed_memory()',
-        '    `keep_freed_memory()`."""',
+        'after `keep_freed_memory()`."""\n    keep_freed_memory()',
+        'after `keep_freed_memory()`."""',
         "the entry points leave glibc's allocator as it is",
         (MALLOC,),
     ),
