@@ -34,7 +34,7 @@ from etils import epath
 
 from albert_jax import paths
 from albert_jax.tasks.finetuning import FinetuneData, FinetuneError, make_task
-from albert_jax.train.trainer import compile_task, global_batch
+from albert_jax.train.trainer import StopSignal, compile_task, global_batch
 
 # (hidden size, grid) at the two ends; each point is interpolated geometrically in between, as
 # the auto rate (`tasks.run.AUTO_LR`). Small models (the project's CPU checkpoints) train
@@ -130,7 +130,7 @@ def settings(config, data: FinetuneData) -> dict[str, Any]:
     }
 
 
-def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[str, Any]:
+def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[str, Any] | None:
     """Runs the trials (or reuses `workdir/lr_search.json`) and returns the record:
     {settings..., metric, mode, trials: [{learning_rate, steps, dev, score, collapsed, finite,
     seconds}], chosen}. `config` is the full run's, schedule resolved, seed set.
@@ -139,7 +139,8 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
     label prior (on hsk, half an epoch: every rate; one epoch: 1e-4 trains): the collapsed rates
     run again at twice the length, at most `lr_search.retries` times and never past the run's
     length. When none ever trained, `chosen` is `fallback` (the rate by model size) and
-    `fallback` is true."""
+    `fallback` is true. None when SIGTERM stopped the search: the finished trials are in the
+    record, and a rerun goes on from there."""
     main = jax.process_index() == 0
     want = settings(config, data)
     path = epath.Path(paths.resolve(paths.join(workdir, RECORD)))
@@ -152,7 +153,6 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
         return record
     metric, mode = make_task(config, data).best_metric
     record = {**want, "metric": metric, "mode": mode, "trials": record.get("trials", [])}
-    done = {(t["learning_rate"], t["steps"]) for t in record["trials"]}
     if main:
         print(
             f"learning-rate search on seed {want['seed']}: {len(want['grid'])} trials of "
@@ -160,6 +160,17 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
             f"{', '.join(f'{x:g}' for x in want['grid'])}, scored by dev {metric}",
             flush=True,
         )
+    stop = StopSignal("stopping the learning-rate search (its finished trials are kept)")
+    try:
+        return _rounds(record, want, config, data, path, fallback, stop)
+    finally:
+        stop.restore()
+
+
+def _rounds(record, want, config, data, path, fallback, stop) -> dict[str, Any] | None:
+    """The search's rounds (see `search`); None when SIGTERM stopped it."""
+    main, metric, mode = jax.process_index() == 0, record["metric"], record["mode"]
+    done = {(t["learning_rate"], t["steps"]) for t in record["trials"]}
     rates, steps = want["grid"], want["trial_steps"]
     for round_ in range(want["retries"] + 1):
         if round_:
@@ -171,7 +182,9 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
             compiled = compile_task(task.config, task, extra_tx=scale_by_state())
             with compiled.scope():
                 for lr in todo:
-                    trial = _trial(compiled, task, lr, steps, want["seed"])
+                    trial = _trial(compiled, task, lr, steps, want["seed"], stop)
+                    if trial is None:
+                        return None
                     record["trials"].append(trial)
                     record["trials"].sort(key=lambda t: (t["steps"], t["learning_rate"]))
                     if main:
@@ -203,9 +216,9 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
     return record
 
 
-def _trial(compiled, task, lr: float, steps: int, seed: int) -> dict[str, Any]:
+def _trial(compiled, task, lr: float, steps: int, seed: int, stop) -> dict[str, Any] | None:
     """One trial at peak rate `lr` for `steps`: fresh weights, the seed's data order, dev
-    scored."""
+    scored. None when SIGTERM came (`stop`): the trial is dropped, to run again on resume."""
     t0 = time.perf_counter()
     state = compiled.initial_state(seed)
     *rest, _ = state.opt_state
@@ -214,6 +227,8 @@ def _trial(compiled, task, lr: float, steps: int, seed: int) -> dict[str, Any]:
     it = task.train_iterator(jax.process_index(), jax.process_count())
     metrics = None
     for _ in range(steps):
+        if stop.requested:
+            return None
         state, metrics = compiled.step_fn(state, global_batch(next(it), compiled.mesh))
     loss = float(jax.device_get(metrics["loss"]))
     finite = bool(np.isfinite(loss))

@@ -394,19 +394,24 @@ def _summarize(paths: list[str]) -> str:
     return ", ".join(tops) if tops else "none"
 
 
-class _StopSignal:
-    """SIGTERM (preemption) asks for a final checkpoint and a clean exit."""
+class StopSignal:
+    """SIGTERM (preemption) asks for a clean stop: the trainer saves a checkpoint, the
+    learning-rate search keeps its finished trials. `restore()` puts the previous handler back."""
 
-    def __init__(self):
-        self.requested = False
+    def __init__(self, what: str = "saving a checkpoint and stopping"):
+        self.requested, self.what, self.previous = False, what, None
         try:
-            signal.signal(signal.SIGTERM, self._handle)
+            self.previous = signal.signal(signal.SIGTERM, self._handle)
         except ValueError:  # not the main thread (e.g. inside some test runners)
             pass
 
     def _handle(self, signum, frame):
-        logging.warning("SIGTERM received: saving a checkpoint and stopping")
+        logging.warning("SIGTERM received: %s", self.what)
         self.requested = True
+
+    def restore(self) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
 
 
 def train(config, workdir: str, task) -> dict[str, float]:
@@ -490,7 +495,7 @@ def _train(config, workdir: str, task) -> dict[str, float]:
             keys=getattr(task, "progress_keys", None),
         )
         best = _Best(workdir, getattr(task, "best_metric", None))
-        stop = _StopSignal()
+        stop = StopSignal()
         flops_per_step = task.flops_per_example() * batch_size
         peak = float(config.get("peak_flops_per_device", 0.0)) * jax.device_count()
         last: dict[str, float] = {}
