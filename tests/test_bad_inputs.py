@@ -256,6 +256,29 @@ def test_a_read_only_workdir_is_one_line(tmp_path):
     assert os.listdir(work) == []
 
 
+def test_a_workdir_that_refuses_the_lock_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
+    # The read-only test above, where root (CI) writes anyway: the OS refuses the lock's file.
+    from absl import flags
+
+    from albert_jax import cli
+    from albert_jax.train import lock
+
+    def refused(file, *args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), file)
+
+    work = tmp_path / "run"
+    work.mkdir()
+    monkeypatch.setattr(lock, "open", refused, raising=False)  # shadows the builtin there
+    if "workdir" not in flags.FLAGS:
+        flags.DEFINE_string("workdir", None, "Run directory.")
+    monkeypatch.setattr(sys, "argv", ["albert", f"--workdir={work}"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.run(lambda argv: lock.acquire(str(work)))
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == f"error: {work}/.lock: Permission denied\n"
+    assert os.listdir(work) == []
+
+
 def test_a_full_disk_is_one_line_and_keeps_the_old_checkpoint(tmp_path, monkeypatch, capsys):
     from absl import flags
     from etils import epath
