@@ -8,6 +8,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -591,3 +592,23 @@ def test_regression_labels_must_fit_the_loss(tmp_path):
             D.read_examples(big, task_type="regression")
     big.write_text("text\tlabel\na\t-1e16\nb\t1e16\n")  # large, but its loss is finite
     assert [e.label for e in D.read_examples(big, task_type="regression")] == [-1e16, 1e16]
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("lr_multipliers", "^encodr/=2", "optim.lr_multipliers: '^encodr/' matches no parameter"),
+        ("frozen", "^embedings/", "optim.frozen: '^embedings/' matches no parameter"),
+    ],
+)
+def test_a_pretraining_regex_that_matches_no_parameter(tmp_path, field, value, message):
+    # The trainer checks every task's patterns (fine-tuning also checks them before its search).
+    from trainer_worker import make_config, make_task
+
+    from albert_jax.train.optim import OptimConfigError
+    from albert_jax.train.trainer import train
+
+    config = make_config(**{f"optim.{field}": value})
+    with pytest.raises(OptimConfigError, match=re.escape(message) + r" \(the top-level groups: "):
+        train(config, str(tmp_path / "run"), make_task(config))
+    assert not (tmp_path / "run" / "checkpoints").exists()

@@ -45,7 +45,7 @@ from albert_jax.model import sharing
 from albert_jax.train import lock, partitioning
 from albert_jax.train.faults import crash_point
 from albert_jax.train.metrics import MetricWriter, Progress, log_to_file
-from albert_jax.train.optim import make_optimizer, path_matcher
+from albert_jax.train.optim import check_patterns, make_optimizer, path_matcher
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -310,9 +310,11 @@ def compile_task(config, task, extra_tx: optax.GradientTransformation | None = N
     accum = int(config.get("grad_accum_steps", 1))
     check_batch(int(task.global_batch_size), accum, mesh)
     rules = _rules(config)
+    shapes = param_shapes(task)
+    check_patterns(shapes, config.optim)  # a multiplier or frozen regex that matches nothing
     try:
         tx, schedule = make_optimizer(
-            config.optim, task.model_config, param_shapes(task), stacked=stacked_paths(task)
+            config.optim, task.model_config, shapes, stacked=stacked_paths(task)
         )
     except ValueError as e:  # a bad optim.* value (steps, name, multipliers): one line, exit 2
         raise TrainConfigError(f"optim: {e}") from e
