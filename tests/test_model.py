@@ -67,26 +67,22 @@ def rel_err(ours, ref):
     return float(np.max(np.abs(np.asarray(ours, np.float64) - ref)) / np.max(np.abs(ref)))
 
 
-@pytest.mark.parametrize("layout", list(LAYOUT_GROUPS))
-def test_matches_numpy_reference(layout):
-    cfg = tiny_config(layout)
+def numpy_forward(cfg, layout, params, batch):
+    """The float64 NumPy reference (numpy_reference.forward) of `layout` on these params and batch:
+    (sequence, pooled, mlm, sop, hidden states)."""
     hp = REFERENCE_HP
     assert (cfg.num_layers, cfg.num_heads) == (hp["num_layers"], hp["num_heads"])
     a_groups, f_groups = LAYOUT_GROUPS[layout]
     hp = dict(hp, attention_groups=a_groups, ffn_groups=f_groups)
-    params = reference_params(AlbertForPreTraining(cfg))
-    batch = tiny_batch()
-    out = apply(cfg, params, batch, output_hidden_states=True)
     p64 = jax.tree_util.tree_map(lambda x: np.asarray(x, np.float64), params)
     b = {k: np.asarray(v) for k, v in batch.items()}
-    seq, pooled, mlm, sop, states = forward(
-        p64,
-        hp,
-        b["input_ids"],
-        b["token_type_ids"],
-        b["attention_mask"].astype(np.float64),
-        b["masked_positions"],
-    )
+    mask = b["attention_mask"].astype(np.float64)
+    return forward(p64, hp, b["input_ids"], b["token_type_ids"], mask, b["masked_positions"])
+
+
+def check_against_numpy(cfg, layout, out, reference):
+    """Each of the model's outputs within TOLERANCES of the NumPy reference's."""
+    seq, pooled, mlm, sop, states = reference
     assert len(out.hidden_states) == cfg.num_layers + 1
     errors = dict(
         sequence=rel_err(out.sequence_output, seq),
@@ -95,10 +91,20 @@ def test_matches_numpy_reference(layout):
         sop=rel_err(out.sop_logits, sop),
         states=max(rel_err(o, r) for o, r in zip(out.hidden_states, states, strict=True)),
     )
-    print(layout, {k: f"{v:.2e}" for k, v in errors.items()})
+    print(layout, cfg.attention_impl, {k: f"{v:.2e}" for k, v in errors.items()})
     for name, err in errors.items():
         assert err <= TOLERANCES[name], (name, err)
-    assert np.mean(np.abs(pooled) < 0.99) > 0.5  # the pooler's tanh is mostly not saturated
+
+
+@pytest.mark.parametrize("layout", list(LAYOUT_GROUPS))
+def test_matches_numpy_reference(layout):
+    cfg = tiny_config(layout)
+    params = reference_params(AlbertForPreTraining(cfg))
+    batch = tiny_batch()
+    out = apply(cfg, params, batch, output_hidden_states=True)
+    reference = numpy_forward(cfg, layout, params, batch)
+    check_against_numpy(cfg, layout, out, reference)
+    assert np.mean(np.abs(reference[1]) < 0.99) > 0.5  # the pooler's tanh is mostly not saturated
 
 
 def test_all_padding_row_is_a_constant_shift():
