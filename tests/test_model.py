@@ -344,16 +344,18 @@ def test_bfloat16_gradients_track_float32_scanned_and_unrolled():
             assert np.linalg.norm(a - b) / np.linalg.norm(b) < 0.1, jax.tree_util.keystr(path)
 
 
+@pytest.mark.parametrize("attention", ["explicit", "fused"])
 @pytest.mark.parametrize("scan", [True, False])
-def test_save_dots_keeps_every_matmul_output_and_only_those(scan):
+def test_save_dots_keeps_every_matmul_output_and_only_those(scan, attention):
     """remat="save_dots" keeps the 8 matmul outputs of each layer (q, k, v, logits, context,
-    attention output, FFN in and out) for the backward pass; "full" keeps none of them."""
+    attention output, FFN in and out) for the backward pass; "full" keeps none of them. The fused
+    kernel's logits stay inside it: 7."""
     from jax._src.ad_checkpoint import saved_residuals  # what jax.checkpoint's docs print
 
-    L = 6
+    L, dots = 6, 8 if attention == "explicit" else 7
 
     def kept(remat):
-        cfg = tiny_config("none", remat=remat, scan_layers=scan)
+        cfg = tiny_config("none", remat=remat, scan_layers=scan, attention_impl=attention)
         params = random_params(AlbertForPreTraining(cfg))
         batch = tiny_batch()
         f = lambda p: AlbertForPreTraining(cfg).apply({"params": p}, **batch).mlm_logits.sum()
@@ -362,5 +364,5 @@ def test_save_dots_keeps_every_matmul_output_and_only_those(scan):
             return sum(1 for aval, why in res if "output of scan" in why and aval.shape[0] == L)
         return sum(1 for _, why in res if "named 'dot'" in why)
 
-    assert kept("save_dots") == (8 + 1 if scan else 8 * L)
+    assert kept("save_dots") == (dots + 1 if scan else dots * L)
     assert kept("full") == (1 if scan else 0)
