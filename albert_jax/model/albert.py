@@ -122,8 +122,7 @@ def resolve_matmul_grad(config: AlbertConfig, backend: str | None = None) -> str
 def matmul(x, kernel, dtype, kernel_spec: str = "kn", grad: str = "custom"):
     """x [..., K] @ kernel [K, N] (`kernel_spec` "nk": kernel [N, K], as the tied word table)
     with `dtype` operands, accumulating and returning float32, named "dot" for remat. `grad`:
-    "custom" (`_matmul`'s gradient) or "autodiff" (JAX's own; it also takes forward-mode
-    autodiff, jvp and Hessian-vector products, which a custom_vjp refuses)."""
+    "custom" (`_matmul`'s) or "autodiff" (JAX's own, which also takes jvp: a custom_vjp cannot)."""
     product = _matmul if grad == "custom" else _product
     return checkpoint_name(product(x, kernel, dtype, kernel_spec), "dot")
 
@@ -285,10 +284,9 @@ class AttentionBlock(nn.Module):
 
 
 def resolve_attention(config: AlbertConfig, rate: float, backend: str | None = None) -> str:
-    """The attention of a call with attention-dropout `rate`: "fused" (jax.nn.dot_product_attention)
-    or "explicit". auto: fused off CPU when no dropout applies; on CPU the einsum form moves ~15 %
-    fewer bytes (benchmarks/finetune_step.py). fused with dropout raises rather than falling back:
-    the kernel has no dropout, and a run that names it (a benchmark, an ablation) should get it."""
+    """The attention at dropout `rate`: explicit, or fused (jax.nn.dot_product_attention). auto:
+    fused off CPU without dropout; on CPU the einsum form moves ~15 % fewer bytes. fused with
+    dropout raises, not falls back: a run that names the kernel (a benchmark) should get it."""
     impl, backend = config.attention_impl, backend or jax.default_backend()
     if impl == "auto":
         return "fused" if rate == 0.0 and backend != "cpu" else "explicit"

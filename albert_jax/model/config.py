@@ -67,7 +67,7 @@ class AlbertConfig:
     embedding_projection_always: bool = False
     scan_layers: bool = True  # False: a Python loop over layers (same numbers; faster on CPU)
     remat: str = "none"  # none | full | save_dots (keep matmul outputs, recompute the rest)
-    # How attention and the matmuls' gradients run (same numbers; albert.resolve_attention and
+    # How attention and the matmuls' gradients run (same math; albert.resolve_attention and
     # resolve_matmul_grad). auto: fused attention and autodiff off CPU, explicit and the
     # hand-written gradient on it; fused with attention dropout in training is an error.
     attention_impl: str = "auto"  # auto | fused | explicit
