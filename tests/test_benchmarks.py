@@ -71,6 +71,38 @@ def test_inference_compares_shared_and_unshared_at_equal_flops():
     assert rows[0]["xla_gflops"] == rows[1]["xla_gflops"]  # sharing saves parameters, not FLOPs
 
 
+ACCELERATOR_KEYS = {
+    "step_s", "mfu", "peak_bf16_tflops", "peak_memory_gb", "model_tflops_per_s", "backend",
+    "device_kind", "jax", "git_commit", "attention_impl", "attention_impl_resolved",
+    "matmul_grad", "matmul_grad_resolved", "loss",
+}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_accelerator_step_runs_on_cpu_and_reports_its_keys(tmp_path):
+    """benchmarks/accelerator_step.py --size tiny --steps 2 on CPU: the JSON on stdout and in
+    --out, the switches as set and as resolved, and the device-only figures null here."""
+    script = os.path.join(REPO, "benchmarks", "accelerator_step.py")
+    out = tmp_path / "accelerator.json"
+    cmd = [sys.executable, script, "--size", "tiny", "--steps", "2", "--batch", "2", "--seq",
+           "16", "--preds", "3", "--vocab", "500", "--warmup", "0", "--attention-impl", "fused",
+           "--out", str(out)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert json.loads(out.read_text()) == result
+    assert ACCELERATOR_KEYS <= set(result)
+    assert (result["backend"], result["attention_impl"], result["matmul_grad"]) == (
+        "cpu", "fused", "auto")  # fmt: skip
+    assert result["attention_impl_resolved"] == "fused"
+    assert result["matmul_grad_resolved"] == "custom"  # auto on CPU
+    assert result["mfu"] is result["peak_bf16_tflops"] is result["peak_memory_gb"] is None
+    assert result["step_s"] > 0 and result["loss"] > 0 and result["model_tflops_per_s"] > 0
+    if os.path.exists(os.path.join(REPO, ".git")):  # not in mutants.py's copies
+        assert len(result["git_commit"].split("+")[0]) == 40
+
+
 @pytest.mark.slow
 def test_bf16_curve_runs_the_readme_command_twice_and_compares(tmp_path):
     """benchmarks/bf16_curve.py: the pretraining CLI in float32 and bfloat16 on one corpus, the
