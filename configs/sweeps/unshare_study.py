@@ -32,18 +32,22 @@ per task and layout mean ± std over seeds, Welch's p and the minimum detectable
 against the shared layout, collapsed seeds, the searched rate, dev after epoch 1, the layer drift
 table, and the plots (score by layout with each seed, dev curves, layer drift).
 
-CPU time, estimated (not measured as a whole): about 25 hours on a quiet 2-core machine, more
-beside other jobs. 5 tasks x 5 points (4 layouts + random init), each one search (half a run's
-steps in trials) and 5 seeds, so 5.5 runs' steps a point. Anchors: headlines' points of
-docs/results.md section 6 (search + 5 seeds of 750 steps, 32 x 32 tokens a step: 1027-1230 s,
-median step 0.20-0.24 s in runs/suite/headlines_*/seed_*/metrics.jsonl) and cpu_base's pretraining
-(64 x 64 tokens a step, 0.58 s at the quietest: ~0.14 s per 1024 tokens). At ~0.18 s per 1024
-training tokens, with evaluation and compilation on top (forward-only dev / test passes each
-epoch; entities generates its targets token by token), a point takes about: sentiment 35 min
-(874 steps of 32 x 64), ner 55 (800 of 32 x 96, dev of 4,500 sentences 4 times a seed),
-relation 60 (770 of 32 x 128), entities 115 (1,286 of 32 x 128 with the MLM decoder, generated
-dev of 2,658 4 times a seed), headlines 20 (800 of 32 x 32): 4.7 hours a point, 23 hours for
-the 25 points, plus ~8 % for the unshared layouts (docs/results.md section 5) and 30 minutes of
+CPU time, estimated (not measured as a whole): about 45 hours on a quiet 2-core machine, more
+beside other jobs; entities' generated evaluations are half of it. 25 points (5 tasks x 4
+layouts + random init), each one search (trials of half a run's steps, each trial scored on the
+whole dev set) and 5 seeds (dev once per epoch, then dev and test with the best weights).
+Anchors: headlines' points in docs/results.md section 6 (search + 5 seeds of 750 steps of
+32 x 32 tokens: 1027-1230 s; median step 0.20-0.24 s in runs/suite/headlines_*/seed_*/
+metrics.jsonl; a dev pass of 1,004 texts ~4.8 s in their train.log). Each task's cost relative
+to headlines: interleaved timings with the cpu_base model (10 steps and a 128-example dev pass
+per task and round, medians of 3 rounds, on a loaded machine): a training step 2.2x
+(sentiment), 2.8x (ner), 4.4x (relation), 4.6x (entities); an evaluated example 3.1x, 4.2x,
+6.4x, and 29x for entities, which generates its targets token by token. Per point, then:
+sentiment ~50 min (874 steps), ner ~95 (800 steps, a dev of 4,500 sentences scored 5 times a
+seed), relation ~80 (770 steps, 10 epochs of dev), entities ~4.3 hours (1,286 steps; 2,658 dev
+and 2,580 test generations ~6 minutes a pass, 4 passes a seed and 3 in the search), headlines
+~20: 8.4 hours a point, 42 for the 25, plus a few % for the unshared layouts (docs/results.md
+section 5: 8 % a step for albert-base; none measurable for headlines) and 30 minutes of
 pretraining and data. A search whose trials all collapse runs them again longer (up to 4x the
 search's cost, poems in section 6). The sweep resumes step by step (a finished run is skipped,
 an interrupted one resumes from its checkpoint), and `unshare_study.py:TASK,TASK` runs only those
