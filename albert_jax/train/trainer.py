@@ -96,6 +96,8 @@ class Task(Protocol):
     # stacked_paths() -> frozenset: leaves with a layer axis, when not model_config's alone
     # finish_metrics(metrics) -> metrics: ratios formed after the micro-batch sums
     # results_info: dict of fields written into results.json beside the scores (e.g. `init`)
+    # on_evaluation(params, step): called on every process after each training-time
+    #   evaluation with the parameters evaluated (fine-tuning's layer drift, `drift.jsonl`)
 
 
 @flax.struct.dataclass
@@ -539,6 +541,8 @@ def _train(config, workdir: str, task) -> dict[str, float]:
             crash_point("eval", step)
             writer.write(step, values, prefix="eval")
             progress.write(f"step {step}: eval " + _format(values))
+            if hasattr(task, "on_evaluation"):
+                task.on_evaluation(state.params, step)
             if best.update(step, values):
                 # to_host: a collective, every process takes part
                 host = sharing.stack_layers(to_host(state.params))
