@@ -217,7 +217,7 @@ def layer_view(task) -> frozenset[str]:
 
 def param_shapes(task):
     """The train state's parameter tree as ShapeDtypeStructs (logical boxes removed)."""
-    params = jax.eval_shape(lambda: task.model.init(jax.random.PRNGKey(0), **task.dummy_batch()))
+    params = jax.eval_shape(lambda: task.model.init(jax.random.key(0), **task.dummy_batch()))
     return sharing.split_layers(nn.meta.unbox(params["params"]), layer_view(task))
 
 
@@ -236,7 +236,7 @@ def create_state(task, tx, mesh, rules, seed: int):
             rng=jax.random.fold_in(rng, 1),
         )
 
-    boxed = jax.eval_shape(init_boxed, jax.random.PRNGKey(seed))
+    boxed = jax.eval_shape(init_boxed, jax.random.key(seed))
     shardings = partitioning.tree_shardings(boxed, mesh, rules)
 
     def init(rng):
@@ -275,7 +275,7 @@ class CompiledTask:
         """Fresh state for `seed` with the task's pretrained weights loaded (`load_pretrained`);
         `announce`: print what was loaded, what is new and what was dropped."""
         task = self.task
-        state = self.init_fn(jax.random.PRNGKey(seed))
+        state = self.init_fn(jax.random.key(seed))
         source = getattr(task, "pretrained_params", lambda: None)()
         if source is None:
             return state
