@@ -23,6 +23,13 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from albert_jax.checkpoints.checkpoint import CheckpointError, short_error
 
+# A state tree that differs from the checkpoint's: another model or optimizer setting. Runs with
+# `optim.frozen` written before frozen parameters lost their optimizer state are one such.
+STRUCTURE_HINT = (
+    "the checkpoint holds a train state of another model or optimizer setting; a run with "
+    "optim.frozen from before frozen parameters kept no optimizer state cannot resume"
+)
+
 
 def _is_key(x) -> bool:
     return jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key)
@@ -109,6 +116,8 @@ class Checkpointer:
                 )
             except Exception as e:  # noqa: BLE001 - any unreadable step: fall back
                 why = short_error(e)  # one line, not TensorStore's whole spec
+                if "Structure mismatch" in why:
+                    why += f" ({STRUCTURE_HINT})"
                 logging.warning(
                     "checkpoint step %d is unreadable (%s); trying the previous one", step, why
                 )
