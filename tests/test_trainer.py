@@ -20,6 +20,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
+import trainer_worker
 from jax.sharding import NamedSharding, PartitionSpec
 from trainer_worker import BATCH, make_config, make_global_batch, make_task
 
@@ -403,6 +404,16 @@ def test_nonfinite_loss_before_any_checkpoint_claims_none(tmp_path):
     with pytest.raises(NonFiniteLossError, match=r"at step 1; .* No checkpoint was written"):
         train(config, str(tmp_path), make_task(config, inf_at=0))
     assert ckpt_steps(tmp_path) == []
+
+
+def test_a_float16_model_is_refused_before_compiling():
+    """However the model got float16 (a checkpoint's config, a task's own), `compile_task`
+    refuses it with the one-line reason, for either network of a task."""
+    config = make_config(total_steps=N)
+    for fields in ({"dtype": "float16"}, {"param_dtype": "float16"}):
+        task = make_task(config, model=trainer_worker.tiny_model_config().replace(**fields))
+        with pytest.raises(trainer.TrainConfigError, match="float16 cannot train: there is no"):
+            compile_task(config, task)
 
 
 # --------------------------------------------------------------------------- metrics output

@@ -126,6 +126,21 @@ def dtype_warning(dtype) -> str | None:
     )
 
 
+def check_dtype(dtype, param_dtype=None) -> None:
+    """Refuses float16 for training, in one line: there is no loss scaling, so gradients below
+    ~6e-8 round to zero (below ~6e-5 they lose precision) and activations over 65504 overflow.
+    bfloat16 has float32's range. Weights *stored* in float16 (a converted checkpoint's) are
+    cast when loaded: only the dtypes a run computes and keeps its parameters in are refused."""
+    for name, value in (("dtype", dtype), ("param_dtype", param_dtype)):
+        if value is not None and str(value) == "float16":
+            instead = "bfloat16" if name == "dtype" else "float32"
+            raise TrainConfigError(
+                f"model.{name}=float16 cannot train: there is no loss scaling, so small "
+                f"gradients underflow to zero; use bfloat16 (float32's range) or float32 "
+                f"(--config.model.{name}={instead})"
+            )
+
+
 def maybe_initialize_distributed(config) -> None:
     """`jax.distributed.initialize()` when the config or the environment asks for it."""
     dist = config.get("distributed", None)
@@ -306,6 +321,10 @@ class CompiledTask:
 def compile_task(config, task, extra_tx: optax.GradientTransformation | None = None):
     """The `CompiledTask` of `task` under `config` (mesh, accumulation, optimizer); `extra_tx`
     is chained after the optimizer (the search's per-trial learning rate)."""
+    for where in ("model_config", "generator_config"):  # ELECTRA trains two networks
+        model_config = getattr(task, where, None)
+        if model_config is not None:
+            check_dtype(model_config.dtype, model_config.param_dtype)
     mesh = partitioning.make_mesh(tuple(config.mesh_shape))
     accum = int(config.get("grad_accum_steps", 1))
     check_batch(int(task.global_batch_size), accum, mesh)
