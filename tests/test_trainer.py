@@ -464,6 +464,37 @@ def test_metrics_jsonl_and_tensorboard(straight):
         np.testing.assert_allclose(by_tag_step[("train/loss", s)], rows[s]["loss"], rtol=1e-6)
 
 
+def test_metrics_reach_the_host_only_at_log_and_checkpoint_steps(straight, tmp_path, monkeypatch):
+    """log_every=3, checkpoint_every=6: the trainer reads metrics off the device at steps 3 and
+    6 only (each time the interval's losses, all checked, and the step's metrics), and each row
+    holds its own step's metrics: those of the run that logged every step."""
+    straight_dir, _ = straight
+    reads, device_get = [], jax.device_get
+
+    def spy(tree):
+        if sys._getframe(1).f_code.co_filename == trainer.__file__:
+            reads.append(tree)
+        return device_get(tree)
+
+    monkeypatch.setattr(jax, "device_get", spy)
+    run(tmp_path, total_steps=N, log_every=3, checkpoint_every=6)
+    rows, ref = read_metrics(tmp_path), read_metrics(straight_dir)
+    assert sorted(rows) == [3, 6] and ckpt_steps(tmp_path) == [6]
+    for s in (3, 6):
+        for k in EXACT_KEYS + ("learning_rate",):
+            assert rows[s][k] == ref[s][k], (s, k)
+        assert rows[s]["step_time_s"] > 0
+    assert len(reads) == 4 and [len(r) for r in reads[::2]] == [3, 3]
+
+
+def test_nonfinite_loss_between_log_steps_names_its_step(tmp_path):
+    """Batch 1 (step 2) is poisoned and the first read is at step 3: the error names step 2."""
+    config = make_config(total_steps=N, log_every=3, checkpoint_every=6)
+    with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 2; .*No checkpoint was"):
+        train(config, str(tmp_path), make_task(config, inf_at=1))
+    assert ckpt_steps(tmp_path) == [] and read_metrics(tmp_path) == {}
+
+
 @pytest.mark.slow
 def test_no_mfu_without_peak_flops(tmp_path):
     """peak_flops_per_device = 0 (default): no mfu; total_steps 1 means one step only."""

@@ -10,8 +10,14 @@ process-local batch and returns the gathered global outputs on the host.
 
 Exact resume: the state holds the step, parameters, optimizer state and a base key; the dropout
 key of step s is fold_in(key, s), the learning rate a function of s, and the data iterator state
-is saved in the same checkpoint. Metrics are read one step late so the host never stalls the
-device, except at checkpoints, where the state being saved is checked to be finite first.
+is saved in the same checkpoint (that of the batches the steps took: `DevicePrefetch` holds the
+next one on device ahead of its step).
+
+The host never waits for the device between sync steps (log, checkpoint and evaluation steps):
+metrics stay on device, and it dispatches up to `RUN_AHEAD` steps ahead. At a sync step it reads
+every loss since the last one (a non-finite one stops the run, naming its step, and a checkpoint
+is only written of a finite state). A log row holds the metrics of its own step, not a mean over
+the interval, so a resumed run reproduces every row exactly; its step time is the interval's.
 
 Length (~570 lines): the loop, resume, evaluation and best-model keeping share the step counter
 and the checkpoint; split apart, each piece would need the others' state passed around.
@@ -46,6 +52,10 @@ from albert_jax.train import lock, partitioning
 from albert_jax.train.faults import crash_point
 from albert_jax.train.metrics import MetricWriter, Progress, log_to_file
 from albert_jax.train.optim import make_optimizer, path_matcher
+from albert_jax.train.prefetch import DevicePrefetch
+
+# Steps the host may dispatch ahead of the device between sync steps (each holds its batch).
+RUN_AHEAD = 2
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -480,12 +490,13 @@ def _train(config, workdir: str, task) -> dict[str, float]:
     with run.scope():
         step_fn, evaluate = run.step_fn, run.evaluate
         train_iter = task.train_iterator(jax.process_index(), jax.process_count())
+        batches = DevicePrefetch(train_iter, lambda local: global_batch(local, mesh))
         ckpt = Checkpointer(
             paths.join(workdir, "checkpoints"),
             keep=int(config.keep_checkpoints),
             keep_every=config.get("keep_checkpoint_every", None) or None,
         )
-        state, restored_step = ckpt.restore_latest(run.abstract, train_iter)
+        state, restored_step = ckpt.restore_latest(run.abstract, batches)
         if state is None:
             state, start = run.initial_state(int(config.seed), announce=is_main), 0
         else:
@@ -513,26 +524,35 @@ def _train(config, workdir: str, task) -> dict[str, float]:
         flops_per_step = task.flops_per_example() * batch_size
         peak = float(config.get("peak_flops_per_device", 0.0)) * jax.device_count()
         last: dict[str, float] = {}
-        pending = None  # (step, device metrics): read one step late
+        # Metrics stay on device until a sync step (a log, checkpoint or eval step): the losses
+        # of every step since the last one (all checked to be finite) and the newest metrics.
+        losses: list[tuple[int, jax.Array]] = []
+        newest = None  # (step, device metrics)
         interval_t, interval_steps = time.perf_counter(), 0
 
-        def read(step, metrics):
-            nonlocal interval_t, interval_steps, last
-            values = {k: float(v) for k, v in jax.device_get(metrics).items()}
-            if not np.isfinite(values["loss"]):
-                kept = ckpt.manager.latest_step()  # only what exists is claimed
-                where = (
-                    f"The last good checkpoint (step {kept}) is kept in {workdir}/checkpoints"
-                    if kept is not None
-                    else "No checkpoint was written before it"
-                )
-                raise NonFiniteLossError(
-                    f"loss is {values['loss']} at step {step}; stopping. {where} (lower the "
-                    "learning rate, or check the data: `python -m pretrain.inspect_data`, a "
-                    "fine-tuning file's labels)."
-                )
-            interval_steps += 1
-            if step % int(config.log_every) == 0 or step == total:
+        def sync(step, log: bool):
+            """Blocks on `step`, stops at the first non-finite loss since the last sync (naming
+            its step), and at a log step writes the row: the metrics of `step` itself (as
+            before metrics stayed on device, and exactly reproduced by a resumed run), with
+            the interval's mean step time."""
+            nonlocal interval_t, interval_steps, last, newest
+            host_losses = jax.device_get([x for _, x in losses])
+            values = {k: float(v) for k, v in jax.device_get(newest[1]).items()}
+            for (bad_step, _), loss in zip(losses, host_losses, strict=True):
+                if not np.isfinite(loss):
+                    kept = ckpt.manager.latest_step()  # only what exists is claimed
+                    where = (
+                        f"The last good checkpoint (step {kept}) is kept in {workdir}/checkpoints"
+                        if kept is not None
+                        else "No checkpoint was written before it"
+                    )
+                    raise NonFiniteLossError(
+                        f"loss is {float(loss)} at step {bad_step}; stopping. {where} (lower the "
+                        "learning rate, or check the data: `python -m pretrain.inspect_data`, a "
+                        "fine-tuning file's labels)."
+                    )
+            losses.clear()
+            if log:
                 dt = (time.perf_counter() - interval_t) / interval_steps
                 values["step_time_s"] = dt
                 values["examples_per_s"] = batch_size / dt
@@ -570,26 +590,32 @@ def _train(config, workdir: str, task) -> dict[str, float]:
             if start and is_eval_step(start):
                 evaluate_and_keep_best(start)
                 interval_t = time.perf_counter()
+            log_every, checkpoint_every = int(config.log_every), int(config.checkpoint_every)
             for step in range(start + 1, total + 1):
-                batch = global_batch(next(train_iter), mesh)
-                state, metrics = step_fn(state, batch)
+                state, metrics = step_fn(state, next(batches))
                 crash_point("step", step)
-                if pending is not None:
-                    read(*pending)
-                pending = (step, metrics)
+                losses.append((step, metrics["loss"]))
+                newest = (step, metrics)
+                interval_steps += 1
                 preempted = stop.requested or ckpt.reached_preemption(step)
-                if step % int(config.checkpoint_every) == 0 or step == total or preempted:
-                    read(*pending)  # never save a non-finite state
-                    pending = None
-                    ckpt.save(step, state, train_iter, force=True)
+                save = step % checkpoint_every == 0 or step == total or preempted
+                log = step % log_every == 0 or step == total
+                if not save:  # the next batch's input work overlaps this step on the device
+                    batches.prefetch()
+                if not (save or log or is_eval_step(step)):
+                    if len(losses) > RUN_AHEAD:  # at most RUN_AHEAD + 1 steps in flight
+                        losses[-1 - RUN_AHEAD][1].block_until_ready()
+                    progress.update(step)
+                    continue
+                sync(step, log)  # never save a non-finite state
+                if save:
+                    ckpt.save(step, state, batches, force=True)
                     crash_point("checkpoint", step)
                 if is_eval_step(step):
                     evaluate_and_keep_best(step)
-                    interval_t = time.perf_counter()  # step times exclude evaluation
+                    interval_t, interval_steps = time.perf_counter(), 0  # without evaluation
                 if preempted:
                     break
-            if pending is not None:
-                read(*pending)
         finally:
             ckpt.wait()
             ckpt.close()
