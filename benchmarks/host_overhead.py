@@ -11,13 +11,15 @@ device-resident batches: the step when nothing else runs. `every_step` / `log_st
 grain iterator over batches made in advance, a checkpoint only at the end, no progress bar),
 logging every step (`log_every=1`: every step's metrics reach the host) or every `--log-every`
 steps. Each is timed between the pulls of batches steps/5 and steps - 5 (the steady state: no
-compilation, no final checkpoint), in wall time (`wall_s`) and in this process's CPU time
-(`cpu_s`, all threads: on a CPU backend the device's work counts too, so it is steadier than
-wall time on a loaded machine); `host_wall_s` / `host_cpu_s` are the loop's per-step time over
-the device's: what the loop costs per step. Every round runs the three in turn, so that load
-from elsewhere hits them alike; `median` is over rounds. The script uses only what the trainer
-has had since before device-side metrics, so a copy in an older checkout's benchmarks/ measures
-that checkout (`code`: its commit). One JSON document.
+compilation, no final checkpoint), in wall time (`wall_s`), this process's CPU time (`cpu_s`,
+all threads: on a CPU backend the device's work too) and the CPU time of the thread that runs
+the loop (`thread_s`: the host's own work, dispatch included; XLA computes on threads of its
+own, so this one is the least disturbed by other load). `host_wall_s` / `host_cpu_s` /
+`host_thread_s` are the loop's per-step figures over the bare step's: what the loop costs.
+Every round runs the three in turn, so that load from elsewhere hits them alike; `median` is
+over rounds. The script uses only what the trainer has had since before device-side metrics, so
+a copy in an older checkout's benchmarks/ measures that checkout (`code`: its commit). One JSON
+document.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def make_task(config, batches, clock=None):
 
     def pull(i):
         if clock is not None:
-            clock.append((time.perf_counter(), time.process_time()))
+            clock.append((time.perf_counter(), time.process_time(), time.thread_time()))
         return batches[int(i) % len(batches)]
 
     class Synthetic(PretrainingTask):
@@ -106,11 +108,13 @@ def make_config(steps: int, log_every: int, batch: int):
 
 
 def per_step(clock, steps: int) -> dict[str, float]:
-    """Wall and CPU seconds per step between the pulls of batches steps/5 and steps - 5: the
-    steady state, without compilation, the first interval or the final checkpoint."""
+    """Seconds per step between the pulls of batches steps/5 and steps - 5 (the steady state:
+    no compilation, no first interval, no final checkpoint): wall, process CPU, and the CPU of
+    the loop's own thread (the host's work: XLA computes on threads of its own)."""
     lo, hi = steps // 5, steps - 5
-    (w0, c0), (w1, c1) = clock[lo], clock[hi]
-    return {"wall_s": (w1 - w0) / (hi - lo), "cpu_s": (c1 - c0) / (hi - lo)}
+    (w0, c0, t0), (w1, c1, t1) = clock[lo], clock[hi]
+    n = hi - lo
+    return {"wall_s": (w1 - w0) / n, "cpu_s": (c1 - c0) / n, "thread_s": (t1 - t0) / n}
 
 
 def device_step(config, batches, steps: int) -> dict[str, float]:
@@ -123,7 +127,7 @@ def device_step(config, batches, steps: int) -> dict[str, float]:
         jax.block_until_ready((state, m))
         clock = []
         for i in range(steps):
-            clock.append((time.perf_counter(), time.process_time()))
+            clock.append((time.perf_counter(), time.process_time(), time.thread_time()))
             state, m = run.step_fn(state, placed[i % len(placed)])
         jax.block_until_ready((state, m))
     return per_step(clock, steps)
@@ -177,6 +181,7 @@ def main() -> None:
                 **loop,
                 "host_wall_s": loop["wall_s"] - dev["wall_s"],
                 "host_cpu_s": loop["cpu_s"] - dev["cpu_s"],
+                "host_thread_s": loop["thread_s"] - dev["thread_s"],
             }
         rounds.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
