@@ -8,6 +8,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -253,6 +254,29 @@ def test_a_read_only_workdir_is_one_line(tmp_path):
     work.mkdir(mode=0o555)
     line = error_line(["pretrain", "--config", CPU_SMALL, "--workdir", str(work)], tmp_path)
     assert line == f"error: {work}/.lock: Permission denied"
+    assert os.listdir(work) == []
+
+
+def test_a_workdir_that_refuses_the_lock_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
+    # The read-only test above, where root (CI) writes anyway: the OS refuses the lock's file.
+    from absl import flags
+
+    from albert_jax import cli
+    from albert_jax.train import lock
+
+    def refused(file, *args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), file)
+
+    work = tmp_path / "run"
+    work.mkdir()
+    monkeypatch.setattr(lock, "open", refused, raising=False)  # shadows the builtin there
+    if "workdir" not in flags.FLAGS:
+        flags.DEFINE_string("workdir", None, "Run directory.")
+    monkeypatch.setattr(sys, "argv", ["albert", f"--workdir={work}"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.run(lambda argv: lock.acquire(str(work)))
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == f"error: {work}/.lock: Permission denied\n"
     assert os.listdir(work) == []
 
 
@@ -584,3 +608,23 @@ def test_regression_labels_must_fit_the_loss(tmp_path):
             D.read_examples(big, task_type="regression")
     big.write_text("text\tlabel\na\t-1e16\nb\t1e16\n")  # large, but its loss is finite
     assert [e.label for e in D.read_examples(big, task_type="regression")] == [-1e16, 1e16]
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("lr_multipliers", "^encodr/=2", "optim.lr_multipliers: '^encodr/' matches no parameter"),
+        ("frozen", "^embedings/", "optim.frozen: '^embedings/' matches no parameter"),
+    ],
+)
+def test_a_pretraining_regex_that_matches_no_parameter(tmp_path, field, value, message):
+    # The trainer checks every task's patterns (fine-tuning also checks them before its search).
+    from trainer_worker import make_config, make_task
+
+    from albert_jax.train.optim import OptimConfigError
+    from albert_jax.train.trainer import train
+
+    config = make_config(**{f"optim.{field}": value})
+    with pytest.raises(OptimConfigError, match=re.escape(message) + r" \(the top-level groups: "):
+        train(config, str(tmp_path / "run"), make_task(config))
+    assert not (tmp_path / "run" / "checkpoints").exists()

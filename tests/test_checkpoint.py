@@ -120,8 +120,16 @@ def test_damaged_params_fail_clearly(tmp_path, model_and_params):
         for name in files:
             if name not in ("_CHECKPOINT_METADATA", "_METADATA"):
                 os.remove(os.path.join(root, name))
-    with pytest.raises(checkpoint.CheckpointError, match="cannot restore parameters"):
+    with pytest.raises(checkpoint.CheckpointError, match="cannot restore parameters") as e:
         checkpoint.load(path)
+    # A truncated data file: one line, not TensorStore's error with its ~60-line JSON spec.
+    checkpoint.save(path, config, params)
+    data = [os.path.join(r, f) for r, _, fs in os.walk(path / "params") for f in fs]
+    biggest = max(data, key=os.path.getsize)
+    os.truncate(biggest, os.path.getsize(biggest) // 2)
+    with pytest.raises(checkpoint.CheckpointError, match="cannot restore parameters") as e:
+        checkpoint.load(path)
+    assert "\n" not in str(e.value) and len(str(e.value)) < 500, str(e.value)
     # Without its metadata: one line naming the directory and the file (not orbax's None).
     os.remove(path / "params" / "_METADATA")
     with pytest.raises(checkpoint.CheckpointError) as e:

@@ -5,6 +5,7 @@ tagging and QA searches end to end."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -191,11 +192,11 @@ def test_a_killed_search_resumes_at_the_next_trial(pretrained, one_word, tmp_pat
     c = searching(make_config(pretrained, "classification", one_word, seeds="0"))
     real, ran = lr_search._trial, []
 
-    def killed_after_one(compiled, task, lr, steps, seed):
+    def killed_after_one(compiled, task, lr, steps, seed, stop):
         if ran:
             raise KeyboardInterrupt
         ran.append(lr)
-        return real(compiled, task, lr, steps, seed)
+        return real(compiled, task, lr, steps, seed, stop)
 
     monkeypatch.setattr(lr_search, "_trial", killed_after_one)
     with pytest.raises(KeyboardInterrupt):
@@ -212,6 +213,41 @@ def test_a_killed_search_resumes_at_the_next_trial(pretrained, one_word, tmp_pat
     again.clear()
     runs.run(c, str(tmp_path / "other"))
     assert again == [3e-3, 1e-2]
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_search_keeps_its_trials_and_exits_clean(
+    pretrained,  # noqa: F811
+    one_word,
+    tmp_path,
+    capsys,
+    monkeypatch,
+):
+    """Preemption during the search: the trial under way is dropped, the finished ones stay in
+    lr_search.json, run() returns {} (exit 0 at the command line) and the rerun goes on."""
+    c = searching(make_config(pretrained, "classification", one_word), budget=0.3)
+    real, ran = lr_search._trial, []
+
+    def preempted_after_one(*args):
+        result = real(*args)
+        ran.append(result)
+        if len(ran) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler only sets a flag
+        return result
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(lr_search, "_trial", preempted_after_one)
+    assert runs.run(c, str(tmp_path)) == {}
+    assert "stopped during the learning-rate search: rerun to resume" in capsys.readouterr().out
+    assert [t is None for t in ran] == [False, True]  # the second trial stopped at its first step
+    record = json.loads((tmp_path / "lr_search.json").read_text())
+    assert [t["learning_rate"] for t in record["trials"]] == [1e-5] and "chosen" not in record
+    assert signal.getsignal(signal.SIGTERM) == before  # the search's handler is gone
+    assert not (tmp_path / "results.json").exists()
+    again = []
+    monkeypatch.setattr(lr_search, "_trial", lambda *a: again.append(a[2]) or real(*a))
+    assert runs.run(c, str(tmp_path))["lr_search"]["chosen"] is not None
+    assert again[:2] == [3e-3, 3.0]  # 1e-5 is not run again at its length (retries may follow)
 
 
 @pytest.mark.slow

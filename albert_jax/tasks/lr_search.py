@@ -35,7 +35,7 @@ from etils import epath
 from albert_jax import paths
 from albert_jax.tasks.finetuning import FinetuneData, FinetuneError, make_task
 from albert_jax.train.prefetch import DevicePrefetch
-from albert_jax.train.trainer import RUN_AHEAD, compile_task, global_batch
+from albert_jax.train.trainer import RUN_AHEAD, StopSignal, compile_task, global_batch
 
 # (hidden size, grid) at the two ends; each point is interpolated geometrically in between, as
 # the auto rate (`tasks.run.AUTO_LR`). Small models (the project's CPU checkpoints) train
@@ -131,7 +131,7 @@ def settings(config, data: FinetuneData) -> dict[str, Any]:
     }
 
 
-def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[str, Any]:
+def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[str, Any] | None:
     """Runs the trials (or reuses `workdir/lr_search.json`) and returns the record:
     {settings..., metric, mode, trials: [{learning_rate, steps, dev, score, collapsed, finite,
     seconds}], chosen}. `config` is the full run's, schedule resolved, seed set.
@@ -140,7 +140,8 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
     label prior (on hsk, half an epoch: every rate; one epoch: 1e-4 trains): the collapsed rates
     run again at twice the length, at most `lr_search.retries` times and never past the run's
     length. When none ever trained, `chosen` is `fallback` (the rate by model size) and
-    `fallback` is true."""
+    `fallback` is true. None when SIGTERM stopped the search: the finished trials are in the
+    record, and a rerun goes on from there."""
     main = jax.process_index() == 0
     want = settings(config, data)
     path = epath.Path(paths.resolve(paths.join(workdir, RECORD)))
@@ -153,7 +154,6 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
         return record
     metric, mode = make_task(config, data).best_metric
     record = {**want, "metric": metric, "mode": mode, "trials": record.get("trials", [])}
-    done = {(t["learning_rate"], t["steps"]) for t in record["trials"]}
     if main:
         print(
             f"learning-rate search on seed {want['seed']}: {len(want['grid'])} trials of "
@@ -161,6 +161,17 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
             f"{', '.join(f'{x:g}' for x in want['grid'])}, scored by dev {metric}",
             flush=True,
         )
+    stop = StopSignal("stopping the learning-rate search (its finished trials are kept)")
+    try:
+        return _rounds(record, want, config, data, path, fallback, stop)
+    finally:
+        stop.restore()
+
+
+def _rounds(record, want, config, data, path, fallback, stop) -> dict[str, Any] | None:
+    """The search's rounds (see `search`); None when SIGTERM stopped it."""
+    main, metric, mode = jax.process_index() == 0, record["metric"], record["mode"]
+    done = {(t["learning_rate"], t["steps"]) for t in record["trials"]}
     rates, steps = want["grid"], want["trial_steps"]
     for round_ in range(want["retries"] + 1):
         if round_:
@@ -172,7 +183,9 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
             compiled = compile_task(task.config, task, extra_tx=scale_by_state())
             with compiled.scope():
                 for lr in todo:
-                    trial = _trial(compiled, task, lr, steps, want["seed"])
+                    trial = _trial(compiled, task, lr, steps, want["seed"], stop)
+                    if trial is None:
+                        return None
                     record["trials"].append(trial)
                     record["trials"].sort(key=lambda t: (t["steps"], t["learning_rate"]))
                     if main:
@@ -204,9 +217,9 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
     return record
 
 
-def _trial(compiled, task, lr: float, steps: int, seed: int) -> dict[str, Any]:
+def _trial(compiled, task, lr: float, steps: int, seed: int, stop) -> dict[str, Any] | None:
     """One trial at peak rate `lr` for `steps`: fresh weights, the seed's data order, dev
-    scored."""
+    scored. None when SIGTERM came (`stop`): the trial is dropped, to run again on resume."""
     t0 = time.perf_counter()
     state = compiled.initial_state(seed)
     *rest, _ = state.opt_state
@@ -216,6 +229,8 @@ def _trial(compiled, task, lr: float, steps: int, seed: int) -> dict[str, Any]:
     batches = DevicePrefetch(it, lambda local: global_batch(local, compiled.mesh))
     metrics, losses = None, []
     for i in range(steps):
+        if stop.requested:
+            return None
         state, metrics = compiled.step_fn(state, next(batches))
         if i + 1 < steps:
             batches.prefetch()  # the next batch's input work overlaps this step

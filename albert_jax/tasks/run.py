@@ -125,6 +125,10 @@ def _run(config, workdir: str) -> dict[str, Any]:
         first = _seeded(resolve_schedule(config, n_train), seeds[0])
         fallback = auto_learning_rate(data.model_config.hidden_size)[0]
         searched = lr_search.search(first, data, workdir, fallback)
+        if searched is None:  # SIGTERM: the finished trials are in lr_search.json
+            if jax.process_index() == 0:
+                print("stopped during the learning-rate search: rerun to resume", flush=True)
+            return {}
         config = config.copy_and_resolve_references()
         with config.unlocked():
             config.optim.learning_rate = searched["chosen"]

@@ -98,6 +98,10 @@ def _create(path: str) -> bool:
         return True
     except FileExistsError:
         return False
+    except OSError as e:  # e.g. a read-only workdir: name the lock, not the temporary file
+        if e.filename != tmp:
+            raise
+        raise OSError(e.errno, e.strerror, path) from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)

@@ -51,7 +51,7 @@ from albert_jax.model import sharing
 from albert_jax.train import lock, partitioning
 from albert_jax.train.faults import crash_point
 from albert_jax.train.metrics import MetricWriter, Progress, log_to_file
-from albert_jax.train.optim import make_optimizer, path_matcher
+from albert_jax.train.optim import check_patterns, make_optimizer, path_matcher
 from albert_jax.train.prefetch import DevicePrefetch
 
 # Steps the host may dispatch ahead of the device between sync steps (each holds its batch).
@@ -339,9 +339,11 @@ def compile_task(config, task, extra_tx: optax.GradientTransformation | None = N
     accum = int(config.get("grad_accum_steps", 1))
     check_batch(int(task.global_batch_size), accum, mesh)
     rules = _rules(config)
+    shapes = param_shapes(task)
+    check_patterns(shapes, config.optim)  # a multiplier or frozen regex that matches nothing
     try:
         tx, schedule = make_optimizer(
-            config.optim, task.model_config, param_shapes(task), stacked=stacked_paths(task)
+            config.optim, task.model_config, shapes, stacked=stacked_paths(task)
         )
     except ValueError as e:  # a bad optim.* value (steps, name, multipliers): one line, exit 2
         raise TrainConfigError(f"optim: {e}") from e
@@ -421,19 +423,24 @@ def _summarize(paths: list[str]) -> str:
     return ", ".join(tops) if tops else "none"
 
 
-class _StopSignal:
-    """SIGTERM (preemption) asks for a final checkpoint and a clean exit."""
+class StopSignal:
+    """SIGTERM (preemption) asks for a clean stop: the trainer saves a checkpoint, the
+    learning-rate search keeps its finished trials. `restore()` puts the previous handler back."""
 
-    def __init__(self):
-        self.requested = False
+    def __init__(self, what: str = "saving a checkpoint and stopping"):
+        self.requested, self.what, self.previous = False, what, None
         try:
-            signal.signal(signal.SIGTERM, self._handle)
+            self.previous = signal.signal(signal.SIGTERM, self._handle)
         except ValueError:  # not the main thread (e.g. inside some test runners)
             pass
 
     def _handle(self, signum, frame):
-        logging.warning("SIGTERM received: saving a checkpoint and stopping")
+        logging.warning("SIGTERM received: %s", self.what)
         self.requested = True
+
+    def restore(self) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
 
 
 def train(config, workdir: str, task) -> dict[str, float]:
@@ -518,7 +525,7 @@ def _train(config, workdir: str, task) -> dict[str, float]:
             keys=getattr(task, "progress_keys", None),
         )
         best = _Best(workdir, getattr(task, "best_metric", None))
-        stop = _StopSignal()
+        stop = StopSignal()
         flops_per_step = task.flops_per_example() * batch_size
         peak = float(config.get("peak_flops_per_device", 0.0)) * jax.device_count()
         last: dict[str, float] = {}
