@@ -62,7 +62,7 @@ def compiled_step(args, layout: str, dtype: str, remat: str, batch: int):
     step, init, batch_shard, mesh = jitted_step(task, tx, schedule, args.mesh)
     data = make_batch(args.vocab, batch, args.seq, args.preds)
     with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.DEFAULT_RULES):
-        state = jax.eval_shape(init, jax.random.PRNGKey(0))
+        state = jax.eval_shape(init, jax.random.key(0))
         inputs = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=batch_shard)
                   for k, v in data.items()}  # fmt: skip
         return step.lower(state, inputs).compile(), (step, init, data, batch_shard, mesh)
@@ -105,7 +105,7 @@ def run_once(built) -> float | None:
     """Execute the step once; the device's peak bytes in use (None on CPU)."""
     step, init, data, batch_shard, mesh = built
     with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.DEFAULT_RULES):
-        state = init(jax.random.PRNGKey(0))
+        state = init(jax.random.key(0))
         batch = {k: jax.device_put(v, batch_shard) for k, v in data.items()}
         jax.block_until_ready(step(state, batch))
     return peak_memory_gb()

@@ -158,7 +158,7 @@ def prepare_inference(args, layout, dtype, scan) -> dict:
     model = AlbertModel(config)
     ids = jnp.asarray(make_batch(args.vocab, args.batch, args.seq, args.preds)["input_ids"])
     params = jax.jit(lambda k: nn.meta.unbox(model.init(k, ids[:1, :8])["params"]))(
-        jax.random.PRNGKey(0)
+        jax.random.key(0)
     )
     fwd = jax.jit(lambda p, x: model.apply({"params": p}, x).sequence_output)
     t0 = time.perf_counter()

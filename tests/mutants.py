@@ -326,7 +326,7 @@ MUTANTS = [
         "pretraining-eval-dropout",
         PRETRAINING,
         "return self.loss(params, batch, self.normalizers(batch), None)[1]",
-        "return self.loss(params, batch, self.normalizers(batch), jax.random.PRNGKey(0))[1]",
+        "return self.loss(params, batch, self.normalizers(batch), jax.random.key(0))[1]",
         "evaluation runs with dropout on",
         (WIRING_DROPOUT,),
     ),

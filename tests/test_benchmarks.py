@@ -169,3 +169,24 @@ def test_memory_is_per_chip_over_a_mesh():
     for bad in ("2,0,1", "2,x,1", "2,1"):
         with pytest.raises(AssertionError, match=f"--mesh {bad}: expected three positive sizes"):
             memory_json("--mesh", bad)
+
+
+@pytest.mark.slow
+def test_host_overhead_times_the_loop_against_the_bare_step():
+    """benchmarks/host_overhead.py: the trainer's loop and the bare step, per step, in wall, CPU
+    and loop-thread time; the loop's figures over the step's; medians over the rounds."""
+    script = os.path.join(REPO, "benchmarks", "host_overhead.py")
+    cmd = [sys.executable, script, "--steps", "20", "--log-every", "5", "--rounds", "1"]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)  # stdout is the JSON alone: train()'s lines go to stderr
+    (r,) = result["rounds"]
+    assert result["steps"] == 20 and result["log_every"] == 5 and result["code"]
+    for part in ("device", "every_step", "log_steps"):
+        assert result["median"][part] == r[part]
+        assert all(r[part][k] > 0 for k in ("wall_s", "cpu_s", "thread_s")), r[part]
+    for part in ("every_step", "log_steps"):
+        for k in ("wall", "cpu", "thread"):
+            want = r[part][f"{k}_s"] - r["device"][f"{k}_s"]
+            assert r[part][f"host_{k}_s"] == pytest.approx(want)

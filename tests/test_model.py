@@ -46,7 +46,7 @@ def reference_params(model, seed=0):
     N(0, 1.5^2 / fan_in) (pre-activations ~1-3, attention rows from flat to peaked), biases and
     LayerNorm offsets N(0, 0.3^2), LN scales 1 + N(0, 0.3^2), and embedding tables N(0, 0.02^2)
     so the embedding LayerNorm's input variance (~1e-3) is small enough for its eps to matter."""
-    flat, treedef = jax.tree_util.tree_flatten_with_path(init_params(model, jax.random.PRNGKey(0)))
+    flat, treedef = jax.tree_util.tree_flatten_with_path(init_params(model, jax.random.key(0)))
     rng = np.random.default_rng(seed)
     out = []
     for path, leaf in flat:
@@ -235,7 +235,7 @@ def test_dropout_scan_unrolled_and_remat_agree():
     policies change memory, not numbers."""
     cfg = tiny_config("groups:3", hidden_dropout=0.2, attention_dropout=0.2)
     params = random_params(AlbertForPreTraining(cfg))
-    batch, rng = tiny_batch(), jax.random.PRNGKey(3)
+    batch, rng = tiny_batch(), jax.random.key(3)
     ref = grad(cfg, deterministic=False, rng=rng)(params, batch)
     for changes in ({"scan_layers": False}, {"remat": "full"}, {"remat": "save_dots"}):
         c = cfg.replace(**changes)
@@ -250,7 +250,7 @@ def test_dropout_differs_between_layers_and_keys():
     params = random_params(AlbertForPreTraining(cfg))
     batch = tiny_batch()
     run = lambda k: apply(
-        cfg, params, batch, deterministic=False, rngs={"dropout": jax.random.PRNGKey(k)}
+        cfg, params, batch, deterministic=False, rngs={"dropout": jax.random.key(k)}
     )
     a, b = run(0), run(1)
     assert not np.allclose(a.sequence_output, b.sequence_output)
@@ -275,7 +275,7 @@ def test_bfloat16_compute_tracks_float32():
 def test_explicit_attention_matches_fused_kernel():
     from albert_jax.model.albert import explicit_attention
 
-    k = jax.random.split(jax.random.PRNGKey(0), 3)
+    k = jax.random.split(jax.random.key(0), 3)
     q, kk, v = (jax.random.normal(x, (2, 5, 3, 4)) for x in k)
     mask = jnp.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], jnp.float32)
     bias = (1 - mask[:, None, None, :]) * -10000.0

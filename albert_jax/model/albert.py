@@ -548,7 +548,5 @@ def init_params(model: nn.Module, rng, batch: int = 1, seq_len: int = 8) -> dict
 
 def count_params(config: AlbertConfig) -> int:
     """Backbone parameters (embeddings, projection, encoder, pooler) from the initialized shapes."""
-    shapes = jax.eval_shape(
-        lambda: init_params(AlbertModel(config), jax.random.PRNGKey(0), seq_len=1)
-    )
+    shapes = jax.eval_shape(lambda: init_params(AlbertModel(config), jax.random.key(0), seq_len=1))
     return sum(leaf.size for leaf in jax.tree_util.tree_leaves(shapes))

@@ -33,7 +33,7 @@ def stacked_paths(config: AlbertConfig) -> frozenset[str]:
     import flax.linen as nn
 
     ids = jax.ShapeDtypeStruct((1, 1), np.int32)
-    boxed = jax.eval_shape(lambda: AlbertModel(config).init(jax.random.PRNGKey(0), ids))
+    boxed = jax.eval_shape(lambda: AlbertModel(config).init(jax.random.key(0), ids))
     leaves = jax.tree_util.tree_leaves_with_path(
         boxed["params"], is_leaf=lambda x: isinstance(x, nn.Partitioned)
     )
