@@ -698,7 +698,13 @@ def test_the_shipped_tiny_sweep_runs_end_to_end(tmp_path):
         for key in ("pretrain_step_s", "pretrain_wall_s", "finetune_step_s", "finetune_wall_s"):
             assert float(r[key]) > 0, key  # each run logged an interval past its first
     md = (work / "results.md").read_text()
-    assert md.startswith("### sentiment (accuracy") and md.count("\n| all |") == 2
+    scores, drift = (block for block in md.split("\n\n") if block.startswith("| model.layout"))
+    assert md.startswith("### sentiment (accuracy") and scores.count("\n| all |") == 2
+    # The drift table: the unshared rows only, from either pretrained layout.
+    assert [row.split(" | ")[:2] for row in drift.splitlines()[2:]] == [
+        ["| all", "all"],
+        ["| none", "all"],
+    ]
     assert (work / "plots" / "sentiment_scores.png").exists()
 
 
