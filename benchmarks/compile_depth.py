@@ -52,7 +52,7 @@ def train_step_fn(config, optimizer):
 def abstract_inputs(config, batch_size, seq_len, max_predictions):
     model = AlbertForPreTraining(config)
     ids = jnp.zeros((1, 8), jnp.int32)
-    params = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), ids)["params"])
+    params = jax.eval_shape(lambda: model.init(jax.random.key(0), ids)["params"])
     params = jax.tree_util.tree_map(
         lambda x: getattr(x, "value", x), params, is_leaf=lambda x: hasattr(x, "names")
     )
@@ -68,7 +68,7 @@ def abstract_inputs(config, batch_size, seq_len, max_predictions):
         "masked_lm_weights": jax.ShapeDtypeStruct((batch_size, max_predictions), jnp.float32),
         "sentence_order_label": i32(batch_size),
     }
-    rng = jax.eval_shape(lambda: jax.random.PRNGKey(0))
+    rng = jax.eval_shape(lambda: jax.random.key(0))
     return optimizer, (params, opt_state, batch, rng)
 
 

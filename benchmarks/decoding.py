@@ -45,7 +45,7 @@ def main(argv=None):
     config = presets.get(args.preset).with_layout(args.layout)
     config = config.replace(max_position_embeddings=max(512, args.source + args.new))
     model = AlbertForSeq2Seq(config)
-    params = init_params(model, jax.random.PRNGKey(0))
+    params = init_params(model, jax.random.key(0))
     rng = np.random.default_rng(0)
     ids = rng.integers(5, config.vocab_size, (args.batch, args.source)).astype(np.int32)
     mask = np.ones_like(ids)

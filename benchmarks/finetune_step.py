@@ -174,7 +174,7 @@ def compile_step(task, tx, schedule, batch: dict):
     """`jitted_step` compiled ahead of time: (state, compiled, compile seconds, batch on device)."""
     step, init, batch_shard, mesh = jitted_step(task, tx, schedule)
     with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.DEFAULT_RULES):
-        state = init(jax.random.PRNGKey(0))
+        state = init(jax.random.key(0))
         batch = {k: jax.device_put(v, batch_shard) for k, v in batch.items()}
         t0 = time.perf_counter()
         compiled = step.lower(state, batch).compile()

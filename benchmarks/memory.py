@@ -32,7 +32,14 @@ import jax
 import numpy as np
 from finetune_step import jitted_step  # benchmarks/ on sys.path
 from report import emit
-from train_step import make_batch, make_task_for, model_config, run_config
+from train_step import (  # benchmarks/ on sys.path
+    add_accelerator_args,
+    make_batch,
+    make_task_for,
+    model_config,
+    peak_memory_gb,
+    run_config,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
@@ -55,7 +62,7 @@ def compiled_step(args, layout: str, dtype: str, remat: str, batch: int):
     step, init, batch_shard, mesh = jitted_step(task, tx, schedule, args.mesh)
     data = make_batch(args.vocab, batch, args.seq, args.preds)
     with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.DEFAULT_RULES):
-        state = jax.eval_shape(init, jax.random.PRNGKey(0))
+        state = jax.eval_shape(init, jax.random.key(0))
         inputs = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=batch_shard)
                   for k, v in data.items()}  # fmt: skip
         return step.lower(state, inputs).compile(), (step, init, data, batch_shard, mesh)
@@ -98,12 +105,10 @@ def run_once(built) -> float | None:
     """Execute the step once; the device's peak bytes in use (None on CPU)."""
     step, init, data, batch_shard, mesh = built
     with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.DEFAULT_RULES):
-        state = init(jax.random.PRNGKey(0))
+        state = init(jax.random.key(0))
         batch = {k: jax.device_put(v, batch_shard) for k, v in data.items()}
         jax.block_until_ready(step(state, batch))
-    stats = jax.devices()[0].memory_stats() or {}
-    peak = stats.get("peak_bytes_in_use")
-    return None if peak is None else round(peak / GB, 3)
+    return peak_memory_gb()
 
 
 def main():
@@ -117,6 +122,7 @@ def main():
     p.add_argument("--dtypes", default="float32")
     p.add_argument("--remat", default="none,save_dots,full")
     p.add_argument("--scan", default="true", choices=("true", "false"))
+    add_accelerator_args(p)
     p.add_argument("--budget-gb", type=float, default=16.0)
     p.add_argument("--max-batch", type=int, default=4096)
     p.add_argument("--run", action="store_true", help="also run the step (peak bytes on GPU/TPU)")
@@ -151,6 +157,8 @@ def main():
             "mesh": dict(zip(partitioning.MESH_AXES, args.mesh, strict=True)),
             "budget_gb": args.budget_gb,
             "scan_layers": args.scan == "true",
+            "attention_impl": args.attention_impl,
+            "matmul_grad": args.matmul_grad,
             "backend": jax.default_backend(),
             "device": str(jax.devices()[0].device_kind),
             "jax": jax.__version__,

@@ -100,7 +100,7 @@ def main():
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     L, H, inter = args.layers, args.hidden, args.intermediate
-    key = jax.random.PRNGKey(0)
+    key = jax.random.key(0)
     shapes = {"wq": (H, H), "wo": (H, H), "w1": (H, inter), "w2": (inter, H)}
     stacked = {n: jax.random.normal(key, (L, *s)) * 0.02 for n, s in shapes.items()}
     x = jax.random.normal(key, (args.rows, H))

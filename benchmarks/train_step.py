@@ -10,7 +10,8 @@ One step is the trainer's own (`albert_jax.train.trainer.create_state` / `make_t
 jitted with the state donated, on a 1-device mesh) of the real pretraining task
 (`albert_jax.train.pretraining.make_task`: MLM at `--preds` masked positions + SOP, or ELECTRA's
 generator + discriminator) with ALBERT's LAMB, on a fixed random batch. Per configuration (size x
-objective x layout x dtype x scan/unrolled x remat) it reports the compile time, the first and the
+objective x layout x dtype x scan/unrolled x remat; `--attention-impl` and `--matmul-grad` set for
+all of them) it reports the compile time, the first and the
 median step, tokens/s, model TFLOP/s (`task.flops_per_example`, matmuls only, every layer
 application counted), MFU = model FLOP/s over the matmul peak of that dtype, XLA's FLOPs, bytes
 accessed and temporary memory of the compiled step, and the loss. The peak is a plain `jnp.dot` of
@@ -100,6 +101,8 @@ def model_config(args, layout: str, dtype: str, scan: bool):
         dtype=dtype,
         scan_layers=scan,
         remat=args.remat,
+        attention_impl=args.attention_impl,
+        matmul_grad=args.matmul_grad,
     )
 
 
@@ -155,7 +158,7 @@ def prepare_inference(args, layout, dtype, scan) -> dict:
     model = AlbertModel(config)
     ids = jnp.asarray(make_batch(args.vocab, args.batch, args.seq, args.preds)["input_ids"])
     params = jax.jit(lambda k: nn.meta.unbox(model.init(k, ids[:1, :8])["params"]))(
-        jax.random.PRNGKey(0)
+        jax.random.key(0)
     )
     fwd = jax.jit(lambda p, x: model.apply({"params": p}, x).sequence_output)
     t0 = time.perf_counter()
@@ -203,6 +206,8 @@ def _row(config, compiled, compile_s, first, times, cpu, flops, args) -> dict:
         "dtype": config.dtype,
         "scan_layers": config.scan_layers,
         "remat": config.remat,
+        "attention_impl": config.attention_impl,
+        "matmul_grad": config.matmul_grad,
         "compile_s": round(compile_s, 2),
         **xla_cost(compiled),
         "xla_temp_gb": round(memory.temp_size_in_bytes / 1e9, 3) if memory else None,
@@ -215,9 +220,15 @@ def _row(config, compiled, compile_s, first, times, cpu, flops, args) -> dict:
         "model_tflops_per_s": round(flops / step_s / 1e12, 4),
     }
     if jax.default_backend() != "cpu":
-        stats = jax.devices()[0].memory_stats() or {}
-        row["peak_memory_gb"] = round(stats.get("peak_bytes_in_use", 0) / 1e9, 3)
+        row["peak_memory_gb"] = peak_memory_gb()
     return row
+
+
+def peak_memory_gb() -> float | None:
+    """The first device's peak bytes in use so far, in GB; None where it reports none (CPU)."""
+    stats = jax.devices()[0].memory_stats() if jax.default_backend() != "cpu" else None
+    peak = (stats or {}).get("peak_bytes_in_use")
+    return None if peak is None else round(peak / 1e9, 3)
 
 
 def run_peer(args) -> dict:
@@ -249,25 +260,44 @@ def ratios(rows: list[dict], ratio) -> dict[str, dict]:
     return {k: {"rounds": v, "median": round(statistics.median(v), 3)} for k, v in by.items()}
 
 
+def step_parser(doc: str, batch: int, steps: int, warmup: int) -> argparse.ArgumentParser:
+    """The flags of a timed train step (shared with accelerator_step.py): its size and shape, the
+    timing, remat and the accelerator switches."""
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
+    p.add_argument("--size", default="base", choices=SIZES, help="preset albert-SIZE")
+    p.add_argument("--batch", type=int, default=batch)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--preds", type=int, default=20, help="masked positions per sequence")
+    p.add_argument("--vocab", type=int, default=30000, help="as peer_bench.py's models")
+    p.add_argument("--steps", type=int, default=steps, help="timed steps (median reported)")
+    p.add_argument("--warmup", type=int, default=warmup, help="untimed steps after the first")
+    p.add_argument("--remat", default="none", help="none | full | save_dots")
+    add_accelerator_args(p)
+    return p
+
+
+def step_shape(args) -> dict:
+    """`step_parser`'s size, shape and step count as set, for the JSON."""
+    return {k: getattr(args, k) for k in ("size", "batch", "seq", "preds", "vocab", "steps")}
+
+
+def add_accelerator_args(p: argparse.ArgumentParser) -> None:
+    """AlbertConfig's attention_impl and matmul_grad (auto: the backend's choice), as flags."""
+    p.add_argument("--attention-impl", default="auto", help="auto | fused | explicit")
+    p.add_argument("--matmul-grad", default="auto", help="auto | custom | autodiff")
+
+
 def _list(value: str) -> list[str]:
     return [x.strip() for x in value.split(",") if x.strip()]
 
 
 def main():
     kept = cli.keep_freed_memory()  # host memory as the entry points have it
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--size", default="base", choices=SIZES, help="preset albert-SIZE")
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--preds", type=int, default=20, help="masked positions per sequence")
-    p.add_argument("--vocab", type=int, default=30000, help="as peer_bench.py's models")
-    p.add_argument("--steps", type=int, default=5, help="timed steps (median reported)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed steps after the first")
+    p = step_parser(__doc__, batch=8, steps=5, warmup=1)
     p.add_argument("--objectives", default="mlm+sop", help="mlm+sop, mlm, electra (comma list)")
     p.add_argument("--layouts", default="all,none", help="all, attention, ffn, none, groups:G")
     p.add_argument("--dtypes", default="float32", help="float32, bfloat16 (compute dtype)")
     p.add_argument("--scan", default="true", help="true, false or both")
-    p.add_argument("--remat", default="none", help="none | full | save_dots")
     p.add_argument("--inference", action="store_true", help="encoder forward pass only")
     p.add_argument("--peer", default=None, choices=("hf_flax", "hf_torch"))
     p.add_argument("--peer-python", default=sys.executable, help="interpreter with the peer")
@@ -304,12 +334,7 @@ def main():
         row["step_at_peak_s"] = round(row["model_tflop"] * 1e12 / peaks[row["dtype"]], 6)
     result = {
         "benchmark": "inference" if args.inference else "train_step",
-        "size": args.size,
-        "batch": args.batch,
-        "seq": args.seq,
-        "preds": args.preds,
-        "vocab": args.vocab,
-        "steps": args.steps,
+        **step_shape(args),
         "optimizer": "lamb (ALBERT's), clip 1.0",
         "matmul_peak_tflops": {d: round(v / 1e12, 4) for d, v in peaks.items()},
         "backend": jax.default_backend(),

@@ -24,7 +24,7 @@ from albert_jax import cli, paths
 from albert_jax.tasks import finetuning, lr_search, run
 from albert_jax.train import lock
 from albert_jax.train.metrics import log_to_file
-from albert_jax.train.trainer import dtype_warning
+from albert_jax.train.trainer import check_dtype, dtype_warning
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory: checkpoints, metrics, predictions.")
@@ -39,6 +39,7 @@ def main(argv):
     cli.check_workdir(workdir)
     finetuning.check_config(config)
     lr_search.check_config(config)
+    check_dtype(config.model.get("dtype"), config.model.get("param_dtype"))
     name = finetuning.dataset_to_build(config)  # only at its default place: never the user's
     if name:
         from albert_jax.experiments import datasets  # only when a dataset is built

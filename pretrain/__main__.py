@@ -41,7 +41,7 @@ from albert_jax.train.pretraining import (
     set_objective_data,
     write_model,
 )
-from albert_jax.train.trainer import dtype_warning, maybe_initialize_distributed, train
+from albert_jax.train.trainer import check_dtype, dtype_warning, maybe_initialize_distributed, train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory: data, checkpoints, metrics.")
@@ -91,6 +91,7 @@ def main(argv):
         )
     check_optim_config(config.optim, None if budget else int(config.optim.total_steps))
     maybe_initialize_distributed(config)
+    check_dtype(config.model.get("dtype"), config.model.get("param_dtype"))
     warning = dtype_warning(config.model.get("dtype"))
     if warning and jax.process_index() == 0:
         print(warning, flush=True)

@@ -43,9 +43,9 @@ def random_params(model, seed=0, scale_ln=True):
     """Initialized params with LayerNorm and biases randomized too, so every term is exercised."""
     from albert_jax.model.albert import init_params
 
-    params = init_params(model, jax.random.PRNGKey(seed))
+    params = init_params(model, jax.random.key(seed))
     leaves, treedef = jax.tree_util.tree_flatten_with_path(params)
-    key = jax.random.PRNGKey(seed + 1)
+    key = jax.random.key(seed + 1)
     out = []
     for i, (path, leaf) in enumerate(leaves):
         name = jax.tree_util.keystr(path)

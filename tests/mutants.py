@@ -1,8 +1,8 @@
-"""Mutation check: 69 hand-written plausible bugs, applied one at a time to a temporary copy of
+"""Mutation check: 72 hand-written plausible bugs, applied one at a time to a temporary copy of
 the repository, each run against the few tests that should catch it. Outside the default suite
 (the name does not match test_*.py). The mutants, by module of albert_jax/:
 
-    model/     albert 16, electra 5, losses 4, heads 1, decoding 1
+    model/     albert 19, electra 5, losses 4, heads 1, decoding 1
     train/     optim 10, trainer 4, pretraining 3
     data/      masking 5, pipeline 5, pairs 3, documents 2, parallel 2
     elsewhere  checkpoints/checkpoint 1, checkpoints/train_state 1, text/tokenization 2,
@@ -83,6 +83,9 @@ BUCKET = "tests/test_bucket_paths.py"
 
 NUMPY_REF = "tests/test_model.py::test_matches_numpy_reference[all]"
 NUMPY_REF_GROUPS = "tests/test_model.py::test_matches_numpy_reference[groups:2]"
+FUSED_NUMPY = (
+    "tests/test_accelerator_path.py::test_fused_attention_and_autodiff_match_numpy[all-scan]"
+)
 WIRING = (
     "tests/test_trainer_wiring.py::"
     "test_each_logged_loss_equals_the_model_on_that_batch_with_those_params"
@@ -159,10 +162,32 @@ MUTANTS = [
         MODEL,
         "ctx = jax.nn.dot_product_attention(q, k, v, bias=bias.astype(q.dtype))",
         "ctx = jax.nn.dot_product_attention(q, k, v, bias=bias.astype(q.dtype), scale=1.0)",
-        "attention logits not scaled by 1/sqrt(head_dim) (fused path, GPU/TPU)",
-        (NUMPY_REF,),
-        equivalent="not reached on CPU, where the model always takes explicit_attention; that "
-        "the kernel and explicit_attention agree is test_explicit_attention_matches_fused_kernel",
+        "attention logits not scaled by 1/sqrt(head_dim) (the fused path, auto off CPU)",
+        (FUSED_NUMPY,),
+    ),
+    Mutant(
+        "model-fused-attention-keys-as-queries",
+        MODEL,
+        "ctx = jax.nn.dot_product_attention(q, k, v, bias=bias.astype(q.dtype))",
+        "ctx = jax.nn.dot_product_attention(k, q, v, bias=bias.astype(q.dtype))",
+        "the fused kernel is called with queries and keys swapped",
+        (FUSED_NUMPY,),
+    ),
+    Mutant(
+        "model-attention-auto-fused-on-cpu",
+        MODEL,
+        'return "fused" if rate == 0.0 and backend != "cpu" else "explicit"',
+        'return "fused" if rate == 0.0 else "explicit"',
+        "attention_impl=auto takes the fused kernel on CPU too (where the einsum form is faster)",
+        ("tests/test_accelerator_path.py::test_auto_resolves_to_explicit_and_custom_on_cpu_only",),
+    ),
+    Mutant(
+        "model-matmul-autodiff-takes-the-custom-gradient",
+        MODEL,
+        'product = _matmul if grad == "custom" else _product',
+        "product = _matmul",
+        "matmul_grad=autodiff still goes through the custom_vjp: jax.jvp fails",
+        ("tests/test_accelerator_path.py::test_forward_mode_autodiff_needs_matmul_grad_autodiff",),
     ),
     Mutant(
         "model-explicit-attention-no-scale",
@@ -301,7 +326,7 @@ MUTANTS = [
         "pretraining-eval-dropout",
         PRETRAINING,
         "return self.loss(params, batch, self.normalizers(batch), None)[1]",
-        "return self.loss(params, batch, self.normalizers(batch), jax.random.PRNGKey(0))[1]",
+        "return self.loss(params, batch, self.normalizers(batch), jax.random.key(0))[1]",
         "evaluation runs with dropout on",
         (WIRING_DROPOUT,),
     ),

@@ -392,6 +392,22 @@ def test_bfloat16_on_a_cpu_without_it_warns(monkeypatch):
     assert trainer.dtype_warning("bfloat16") is None
 
 
+def test_float16_is_refused_for_training_with_one_line(tmp_path, tsv):
+    """No loss scaling: float16 (compute or parameters) is refused before anything is read;
+    bfloat16 and float32 (and the checkpoint's own, None) pass."""
+    for ok in (None, "float32", "bfloat16"):
+        trainer.check_dtype(ok, ok)
+    with pytest.raises(trainer.TrainConfigError, match=r"^model.param_dtype=float16 cannot train"):
+        trainer.check_dtype("float32", "float16")
+    line = finetune("tsv.py", tmp_path, f"--config.task.train={tsv}", *RANDOM,
+                    "--config.model.dtype=float16")  # fmt: skip
+    assert line == (
+        "error: model.dtype=float16 cannot train: there is no loss scaling, so small gradients "
+        "underflow to zero; use bfloat16 (float32's range) or float32 "
+        "(--config.model.dtype=bfloat16)"
+    )
+
+
 @pytest.mark.parametrize(
     "field, value, message",
     [

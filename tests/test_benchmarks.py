@@ -71,6 +71,38 @@ def test_inference_compares_shared_and_unshared_at_equal_flops():
     assert rows[0]["xla_gflops"] == rows[1]["xla_gflops"]  # sharing saves parameters, not FLOPs
 
 
+ACCELERATOR_KEYS = {
+    "step_s", "mfu", "peak_bf16_tflops", "peak_memory_gb", "model_tflops_per_s", "backend",
+    "device_kind", "jax", "git_commit", "attention_impl", "attention_impl_resolved",
+    "matmul_grad", "matmul_grad_resolved", "loss",
+}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_accelerator_step_runs_on_cpu_and_reports_its_keys(tmp_path):
+    """benchmarks/accelerator_step.py --size tiny --steps 2 on CPU: the JSON on stdout and in
+    --out, the switches as set and as resolved, and the device-only figures null here."""
+    script = os.path.join(REPO, "benchmarks", "accelerator_step.py")
+    out = tmp_path / "accelerator.json"
+    cmd = [sys.executable, script, "--size", "tiny", "--steps", "2", "--batch", "2", "--seq",
+           "16", "--preds", "3", "--vocab", "500", "--warmup", "0", "--attention-impl", "fused",
+           "--out", str(out)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert json.loads(out.read_text()) == result
+    assert ACCELERATOR_KEYS <= set(result)
+    assert (result["backend"], result["attention_impl"], result["matmul_grad"]) == (
+        "cpu", "fused", "auto")  # fmt: skip
+    assert result["attention_impl_resolved"] == "fused"
+    assert result["matmul_grad_resolved"] == "custom"  # auto on CPU
+    assert result["mfu"] is result["peak_bf16_tflops"] is result["peak_memory_gb"] is None
+    assert result["step_s"] > 0 and result["loss"] > 0 and result["model_tflops_per_s"] > 0
+    if os.path.exists(os.path.join(REPO, ".git")):  # not in mutants.py's copies
+        assert len(result["git_commit"].split("+")[0]) == 40
+
+
 @pytest.mark.slow
 def test_bf16_curve_runs_the_readme_command_twice_and_compares(tmp_path):
     """benchmarks/bf16_curve.py: the pretraining CLI in float32 and bfloat16 on one corpus, the
@@ -137,3 +169,24 @@ def test_memory_is_per_chip_over_a_mesh():
     for bad in ("2,0,1", "2,x,1", "2,1"):
         with pytest.raises(AssertionError, match=f"--mesh {bad}: expected three positive sizes"):
             memory_json("--mesh", bad)
+
+
+@pytest.mark.slow
+def test_host_overhead_times_the_loop_against_the_bare_step():
+    """benchmarks/host_overhead.py: the trainer's loop and the bare step, per step, in wall, CPU
+    and loop-thread time; the loop's figures over the step's; medians over the rounds."""
+    script = os.path.join(REPO, "benchmarks", "host_overhead.py")
+    cmd = [sys.executable, script, "--steps", "20", "--log-every", "5", "--rounds", "1"]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)  # stdout is the JSON alone: train()'s lines go to stderr
+    (r,) = result["rounds"]
+    assert result["steps"] == 20 and result["log_every"] == 5 and result["code"]
+    for part in ("device", "every_step", "log_steps"):
+        assert result["median"][part] == r[part]
+        assert all(r[part][k] > 0 for k in ("wall_s", "cpu_s", "thread_s")), r[part]
+    for part in ("every_step", "log_steps"):
+        for k in ("wall", "cpu", "thread"):
+            want = r[part][f"{k}_s"] - r["device"][f"{k}_s"]
+            assert r[part][f"host_{k}_s"] == pytest.approx(want)

@@ -1,4 +1,5 @@
 import glob
+import json
 import os
 
 import pytest
@@ -32,6 +33,8 @@ def test_named_layouts(layout, expected):
         ({"ffn_groups": 13}, "ffn_groups must be an int in 1..num_layers=12"),
         ({"hidden_act": "swish"}, "unknown hidden_act 'swish'"),
         ({"remat": "some"}, "remat must be one of"),
+        ({"attention_impl": "flash"}, "attention_impl must be one of .*'fused'.*got 'flash'"),
+        ({"matmul_grad": "manual"}, "matmul_grad must be one of .*'autodiff'.*got 'manual'"),
         ({"dtype": "int8"}, "dtype must be one of"),
         ({"hidden_dropout": 1.0}, "hidden_dropout must be in"),
         ({"vocab_size": 0}, "vocab_size must be a positive int"),
@@ -59,6 +62,15 @@ def test_json_round_trip_and_unknown_keys():
         AlbertConfig.from_dict({**cfg.to_dict(), "num_hidden_groups": 1})
 
 
+def test_a_config_json_from_before_the_execution_fields_still_loads():
+    """attention_impl and matmul_grad (how the model runs) came later: a config.json without them
+    (an older checkpoint or workdir) loads with `auto`, the behaviour it was written under."""
+    old = {k: v for k, v in AlbertConfig().to_dict().items()
+           if k not in ("attention_impl", "matmul_grad")}  # fmt: skip
+    cfg = AlbertConfig.from_json(json.dumps(old))
+    assert (cfg.attention_impl, cfg.matmul_grad) == ("auto", "auto")
+
+
 def test_projection_presence():
     assert AlbertConfig(embedding_size=128, hidden_size=768).has_projection
     assert not AlbertConfig(embedding_size=768, hidden_size=768).has_projection
@@ -80,16 +92,20 @@ def test_the_pretraining_configs_are_all_found():
 
 @pytest.mark.parametrize("name", PRETRAIN_CONFIGS)
 def test_every_pretraining_config_takes_the_execution_overrides(name):
-    """--config.model.dtype / scan_layers / remat (docs/api.md, docs/performance.md) parse for every
-    pretraining config: the command line locks the config, so an undeclared key is an error."""
+    """--config.model.dtype / scan_layers / remat / attention_impl / matmul_grad (docs/api.md,
+    docs/performance.md) parse for every pretraining config: the command line locks the config, so
+    an undeclared key is an error."""
     import importlib
 
     from albert_jax.model.presets import from_run_config
 
     config = importlib.import_module(f"configs.pretrain.{name}").get_config()
     config.lock()
-    config.model.dtype, config.model.scan_layers, config.model.remat = "bfloat16", False, "full"
+    overrides = dict(dtype="bfloat16", scan_layers=False, remat="full", attention_impl="fused",
+                     matmul_grad="autodiff")  # fmt: skip
+    for field, value in overrides.items():
+        setattr(config.model, field, value)
     model = from_run_config(config)
-    assert (model.dtype, model.scan_layers, model.remat) == ("bfloat16", False, "full")
+    assert {k: getattr(model, k) for k in overrides} == overrides
     with pytest.raises(AttributeError):
         config.model.no_such_field = 1  # what the lock guards: the test would pass without it

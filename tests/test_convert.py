@@ -75,6 +75,27 @@ def test_import_reproduces_reference(src):
     assert max(diffs.values()) <= 1e-5, diffs
 
 
+def test_float16_weights_import_as_float32(tmp_path):
+    """A transformers checkpoint saved in float16: its weights are cast to float32 on import
+    (only training *in* float16 is refused, `trainer.check_dtype`), equal to the float16
+    values, and the model it gives trains in float32."""
+    from albert_jax.train.trainer import check_dtype
+
+    src = tmp_path / "hf16"
+    shutil.copytree(fixture("hf_gelu_new"), src)
+    weights = load_file(str(src / "model.safetensors"))
+    half = {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in weights.items()}
+    save_file(half, str(src / "model.safetensors"))
+    config = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps({**config, "torch_dtype": "float16"}))
+    source, want = load_source(str(src)), load_source(fixture("hf_gelu_new"))
+    check_dtype(source.config.dtype, source.config.param_dtype)
+    assert (source.config.dtype, source.config.param_dtype) == ("float32", "float32")
+    for got, full in zip(jax.tree.leaves(source.params), jax.tree.leaves(want.params), strict=True):
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, full.astype(np.float16).astype(np.float32))
+
+
 def test_import_config_mapping():
     hf = load_source(fixture("hf_gelu_new")).config
     assert (hf.attention_groups, hf.ffn_groups, hf.hidden_act) == (2, 2, "gelu_new")

@@ -47,7 +47,7 @@ def logged_dropout():
 @functools.cache
 def params():
     # Jitted: eager Flax init of the scanned model is several times slower than compiling it.
-    return jax.jit(lambda k: init_params(AlbertModel(CFG), k))(jax.random.PRNGKey(0))
+    return jax.jit(lambda k: init_params(AlbertModel(CFG), k))(jax.random.key(0))
 
 
 @functools.cache
@@ -75,7 +75,7 @@ def run(cfg=CFG, step=0, deterministic=False):
     output) per layer]; the key of step s is fold_in(base, s), as the trainer does."""
     fn, p = compiled(cfg, deterministic), params()  # before clearing: init calls dropout too
     CALLS.clear()
-    out = fn(p, jax.random.fold_in(jax.random.PRNGKey(7), step))
+    out = fn(p, jax.random.fold_in(jax.random.key(7), step))
     jax.effects_barrier()
     return np.asarray(out), list(CALLS)
 
@@ -104,9 +104,9 @@ def assert_independent(a, b, what):
 
 def test_helper_keeps_1_minus_p_and_preserves_the_mean():
     n = 200_000
-    x = jax.random.uniform(jax.random.PRNGKey(0), (n,), minval=0.5, maxval=1.5)
+    x = jax.random.uniform(jax.random.key(0), (n,), minval=0.5, maxval=1.5)
     for p in (0.1, 0.3, 0.5):
-        y = np.asarray(model_lib.dropout(x, p, jax.random.PRNGKey(1), False))
+        y = np.asarray(model_lib.dropout(x, p, jax.random.key(1), False))
         kept = y != 0
         # Binomial: kept fraction ~ N(1-p, p(1-p)/n); 5 sigma is <= 0.0056 here.
         assert binomial_ok(kept.mean(), 1 - p, n), (p, kept.mean())

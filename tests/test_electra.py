@@ -63,7 +63,7 @@ def test_model_labels_are_sampled_differs_from_original():
             masked_positions=b["masked_lm_positions"],
             masked_lm_ids=b["masked_lm_ids"],
             masked_lm_weights=b["masked_lm_weights"],
-            sample_key=jax.random.PRNGKey(k),
+            sample_key=jax.random.key(k),
         )  # fmt: skip
         for k in (1, 2)
     ]
@@ -97,7 +97,7 @@ def init_params_of(task):
     import flax.linen as nn
 
     init = jax.jit(lambda k: nn.meta.unbox(task.model.init(k, **task.dummy_batch())["params"]))
-    return init(jax.random.PRNGKey(0))
+    return init(jax.random.key(0))
 
 
 def grads_of(task, params, term):
@@ -240,7 +240,7 @@ def test_eval_disc_auc_is_sklearns_over_all_non_padding_tokens():
         assert (batch["input_mask"] == 0).any()
         out = task._apply(
             params, batch, None, masked_lm_ids=batch["masked_lm_ids"],
-            masked_lm_weights=batch["masked_lm_weights"], sample_key=jax.random.PRNGKey(0),
+            masked_lm_weights=batch["masked_lm_weights"], sample_key=jax.random.key(0),
         )  # fmt: skip
         real = batch["input_mask"] > 0
         labels.append(np.asarray(out.labels)[real])

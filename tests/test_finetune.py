@@ -248,6 +248,17 @@ def test_unshared_model_starts_from_exactly_the_shared_outputs(pretrained, files
     np.testing.assert_allclose(logits[0], logits[1], rtol=1e-6, atol=1e-6)
 
 
+def test_execution_overrides_reach_the_model_config(pretrained, files):
+    """--config.model.attention_impl / matmul_grad parse (the command line locks the config) and
+    replace the checkpoint's values; left unset (None), the checkpoint's stay."""
+    config = make_config(pretrained, "classification", files)
+    config.lock()
+    assert F.FinetuneData(config, splits=("dev",)).model_config.attention_impl == "auto"
+    config.model.attention_impl, config.model.matmul_grad = "fused", "autodiff"
+    model = F.FinetuneData(config, splits=("dev",)).model_config
+    assert (model.attention_impl, model.matmul_grad) == ("fused", "autodiff")
+
+
 def test_tagging_loss_is_a_masked_mean_over_first_pieces(pretrained, files):
     data = F.FinetuneData(make_config(pretrained, "tagging", files), splits=("train",))
     task = F.make_task(make_config(pretrained, "tagging", files), data)

@@ -193,7 +193,7 @@ def test_one_sequence_per_option_article_cut_first(tmp_path):
 def test_head_scores_each_option_as_its_own_sequence():
     config = tiny_config()
     model = build_model(config, {"type": "multiple_choice", "num_labels": 1})
-    params = jax.jit(lambda: init_params(model, jax.random.PRNGKey(0)))()
+    params = jax.jit(lambda: init_params(model, jax.random.key(0)))()
     assert params["classifier"]["kernel"].shape == (32, 1)  # AlbertForMultipleChoice's layout
     assert params["classifier"]["bias"].shape == (1,)
     rng = np.random.default_rng(0)

@@ -144,10 +144,10 @@ def test_triples_decode_from_packed_outputs_and_score_micro():
 
 def test_conditional_layernorm_is_a_plain_layernorm_at_init():
     c = tiny_config()
-    x = jax.random.normal(jax.random.PRNGKey(0), (2, 1, 5, c.hidden_size))
-    cond = jax.random.normal(jax.random.PRNGKey(1), (2, 3, 1, 2 * c.hidden_size))
+    x = jax.random.normal(jax.random.key(0), (2, 1, 5, c.hidden_size))
+    cond = jax.random.normal(jax.random.key(1), (2, 3, 1, 2 * c.hidden_size))
     cln = ConditionalLayerNorm(c)
-    params = nn.meta.unbox(cln.init(jax.random.PRNGKey(2), x, cond)["params"])
+    params = nn.meta.unbox(cln.init(jax.random.key(2), x, cond)["params"])
     plain = LayerNorm(c).apply({"params": {"scale": params["scale"], "bias": params["bias"]}}, x)
     y = cln.apply({"params": params}, x, cond)
     assert y.shape == (2, 3, 5, c.hidden_size)
@@ -165,9 +165,7 @@ def test_sampled_subjects_and_their_object_labels():
     )  # fmt: skip
     span, has = R.sample_subjects(subjects, None)
     assert span.tolist() == [[1, 2], [0, 0]] and has.tolist() == [True, False]
-    seen = {
-        tuple(R.sample_subjects(subjects, jax.random.PRNGKey(i))[0][0].tolist()) for i in range(20)
-    }
+    seen = {tuple(R.sample_subjects(subjects, jax.random.key(i))[0][0].tolist()) for i in range(20)}
     assert seen == {(1, 2), (4, 4)}  # both subjects of row 0 get sampled, padding never
     labels = R.object_labels(triples, span, T=8, P=2)
     assert labels.shape == (2, 8, 2, 2)
@@ -186,7 +184,7 @@ def test_loss_uses_the_global_batch_counts():
     task.model = build_model(config, {"type": "relation_extraction", "num_labels": 9})
     feats, _ = R.featurize_relations(examples, load_tokenizer(TOKENIZER), 24, task.predicates)
     batch = {k: jnp.asarray(v) for k, v in feats.items()}
-    params = jax.jit(lambda key: init_params(task.model, key))(jax.random.PRNGKey(0))
+    params = jax.jit(lambda key: init_params(task.model, key))(jax.random.key(0))
     loss_fn = jax.jit(task.loss)
     norms = task.normalizers(batch)
     loss, aux = loss_fn(params, batch, norms, None)

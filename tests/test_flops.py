@@ -27,7 +27,7 @@ CONFIG = AlbertConfig(
 
 def xla_flops(config, grad: bool) -> float:
     model = AlbertForPreTraining(config)
-    params = init_params(model, jax.random.PRNGKey(0))
+    params = init_params(model, jax.random.key(0))
     ids, pos = jnp.ones((B, T), jnp.int32), jnp.zeros((B, P), jnp.int32)
 
     def forward(p):

@@ -46,7 +46,7 @@ def reference_params(model, seed=0):
     N(0, 1.5^2 / fan_in) (pre-activations ~1-3, attention rows from flat to peaked), biases and
     LayerNorm offsets N(0, 0.3^2), LN scales 1 + N(0, 0.3^2), and embedding tables N(0, 0.02^2)
     so the embedding LayerNorm's input variance (~1e-3) is small enough for its eps to matter."""
-    flat, treedef = jax.tree_util.tree_flatten_with_path(init_params(model, jax.random.PRNGKey(0)))
+    flat, treedef = jax.tree_util.tree_flatten_with_path(init_params(model, jax.random.key(0)))
     rng = np.random.default_rng(seed)
     out = []
     for path, leaf in flat:
@@ -67,26 +67,22 @@ def rel_err(ours, ref):
     return float(np.max(np.abs(np.asarray(ours, np.float64) - ref)) / np.max(np.abs(ref)))
 
 
-@pytest.mark.parametrize("layout", list(LAYOUT_GROUPS))
-def test_matches_numpy_reference(layout):
-    cfg = tiny_config(layout)
+def numpy_forward(cfg, layout, params, batch):
+    """The float64 NumPy reference (numpy_reference.forward) of `layout` on these params and batch:
+    (sequence, pooled, mlm, sop, hidden states)."""
     hp = REFERENCE_HP
     assert (cfg.num_layers, cfg.num_heads) == (hp["num_layers"], hp["num_heads"])
     a_groups, f_groups = LAYOUT_GROUPS[layout]
     hp = dict(hp, attention_groups=a_groups, ffn_groups=f_groups)
-    params = reference_params(AlbertForPreTraining(cfg))
-    batch = tiny_batch()
-    out = apply(cfg, params, batch, output_hidden_states=True)
     p64 = jax.tree_util.tree_map(lambda x: np.asarray(x, np.float64), params)
     b = {k: np.asarray(v) for k, v in batch.items()}
-    seq, pooled, mlm, sop, states = forward(
-        p64,
-        hp,
-        b["input_ids"],
-        b["token_type_ids"],
-        b["attention_mask"].astype(np.float64),
-        b["masked_positions"],
-    )
+    mask = b["attention_mask"].astype(np.float64)
+    return forward(p64, hp, b["input_ids"], b["token_type_ids"], mask, b["masked_positions"])
+
+
+def check_against_numpy(cfg, layout, out, reference):
+    """Each of the model's outputs within TOLERANCES of the NumPy reference's."""
+    seq, pooled, mlm, sop, states = reference
     assert len(out.hidden_states) == cfg.num_layers + 1
     errors = dict(
         sequence=rel_err(out.sequence_output, seq),
@@ -95,10 +91,20 @@ def test_matches_numpy_reference(layout):
         sop=rel_err(out.sop_logits, sop),
         states=max(rel_err(o, r) for o, r in zip(out.hidden_states, states, strict=True)),
     )
-    print(layout, {k: f"{v:.2e}" for k, v in errors.items()})
+    print(layout, cfg.attention_impl, {k: f"{v:.2e}" for k, v in errors.items()})
     for name, err in errors.items():
         assert err <= TOLERANCES[name], (name, err)
-    assert np.mean(np.abs(pooled) < 0.99) > 0.5  # the pooler's tanh is mostly not saturated
+
+
+@pytest.mark.parametrize("layout", list(LAYOUT_GROUPS))
+def test_matches_numpy_reference(layout):
+    cfg = tiny_config(layout)
+    params = reference_params(AlbertForPreTraining(cfg))
+    batch = tiny_batch()
+    out = apply(cfg, params, batch, output_hidden_states=True)
+    reference = numpy_forward(cfg, layout, params, batch)
+    check_against_numpy(cfg, layout, out, reference)
+    assert np.mean(np.abs(reference[1]) < 0.99) > 0.5  # the pooler's tanh is mostly not saturated
 
 
 def test_all_padding_row_is_a_constant_shift():
@@ -229,7 +235,7 @@ def test_dropout_scan_unrolled_and_remat_agree():
     policies change memory, not numbers."""
     cfg = tiny_config("groups:3", hidden_dropout=0.2, attention_dropout=0.2)
     params = random_params(AlbertForPreTraining(cfg))
-    batch, rng = tiny_batch(), jax.random.PRNGKey(3)
+    batch, rng = tiny_batch(), jax.random.key(3)
     ref = grad(cfg, deterministic=False, rng=rng)(params, batch)
     for changes in ({"scan_layers": False}, {"remat": "full"}, {"remat": "save_dots"}):
         c = cfg.replace(**changes)
@@ -244,7 +250,7 @@ def test_dropout_differs_between_layers_and_keys():
     params = random_params(AlbertForPreTraining(cfg))
     batch = tiny_batch()
     run = lambda k: apply(
-        cfg, params, batch, deterministic=False, rngs={"dropout": jax.random.PRNGKey(k)}
+        cfg, params, batch, deterministic=False, rngs={"dropout": jax.random.key(k)}
     )
     a, b = run(0), run(1)
     assert not np.allclose(a.sequence_output, b.sequence_output)
@@ -269,7 +275,7 @@ def test_bfloat16_compute_tracks_float32():
 def test_explicit_attention_matches_fused_kernel():
     from albert_jax.model.albert import explicit_attention
 
-    k = jax.random.split(jax.random.PRNGKey(0), 3)
+    k = jax.random.split(jax.random.key(0), 3)
     q, kk, v = (jax.random.normal(x, (2, 5, 3, 4)) for x in k)
     mask = jnp.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], jnp.float32)
     bias = (1 - mask[:, None, None, :]) * -10000.0
@@ -338,16 +344,18 @@ def test_bfloat16_gradients_track_float32_scanned_and_unrolled():
             assert np.linalg.norm(a - b) / np.linalg.norm(b) < 0.1, jax.tree_util.keystr(path)
 
 
+@pytest.mark.parametrize("attention", ["explicit", "fused"])
 @pytest.mark.parametrize("scan", [True, False])
-def test_save_dots_keeps_every_matmul_output_and_only_those(scan):
+def test_save_dots_keeps_every_matmul_output_and_only_those(scan, attention):
     """remat="save_dots" keeps the 8 matmul outputs of each layer (q, k, v, logits, context,
-    attention output, FFN in and out) for the backward pass; "full" keeps none of them."""
+    attention output, FFN in and out) for the backward pass; "full" keeps none of them. The fused
+    kernel's logits stay inside it: 7."""
     from jax._src.ad_checkpoint import saved_residuals  # what jax.checkpoint's docs print
 
-    L = 6
+    L, dots = 6, 8 if attention == "explicit" else 7
 
     def kept(remat):
-        cfg = tiny_config("none", remat=remat, scan_layers=scan)
+        cfg = tiny_config("none", remat=remat, scan_layers=scan, attention_impl=attention)
         params = random_params(AlbertForPreTraining(cfg))
         batch = tiny_batch()
         f = lambda p: AlbertForPreTraining(cfg).apply({"params": p}, **batch).mlm_logits.sum()
@@ -356,5 +364,5 @@ def test_save_dots_keeps_every_matmul_output_and_only_those(scan):
             return sum(1 for aval, why in res if "output of scan" in why and aval.shape[0] == L)
         return sum(1 for _, why in res if "named 'dot'" in why)
 
-    assert kept("save_dots") == (8 + 1 if scan else 8 * L)
+    assert kept("save_dots") == (dots + 1 if scan else dots * L)
     assert kept("full") == (1 if scan else 0)

@@ -15,12 +15,16 @@ from albert_jax.checkpoints import tf as tf_convert
 from albert_jax.train.optim import (
     Label,
     adamw,
+    clip_by_global_norm,
     config_labels,
     default_optim_config,
     lamb,
+    lr_factors,
     make_optimizer,
     param_labels,
     path_str,
+    scale_by_path,
+    stacked_patterns,
     warmup_polynomial_decay,
 )
 
@@ -445,6 +449,81 @@ def test_lr_multipliers_layerwise_decay_and_frozen():
         make_optimizer(optim_config("adamw", lr_multipliers="oops"), config, params)
 
 
+def test_frozen_leaves_have_no_optimizer_state_and_the_others_train_as_before():
+    """`optim.frozen` (and a multiplier of 0) freezes leaves: no Adam moments for them, no
+    change in 3 steps, and every other leaf bitwise where the optimizer took it when frozen
+    leaves were merely scaled by 0 (the clip's global norm still counts their gradients)."""
+    config = AlbertConfig(
+        vocab_size=11, embedding_size=4, hidden_size=8, num_layers=3, num_heads=2,
+        intermediate_size=6, max_position_embeddings=8,
+    ).with_layout("none")  # fmt: skip
+    rng = np.random.default_rng(0)
+    normal = lambda x: rng.normal(size=x.shape).astype(np.float32)  # noqa: E731
+    params = jax.tree.map(normal, _tree(config))
+    grads = [jax.tree.map(normal, params) for _ in range(3)]  # norms > clip_norm: clipped
+    cfg = optim_config("lamb", lr_multipliers="^classifier/=10,^pooler/=0", frozen="^embeddings/")
+    cfg.warmup_steps = 0
+    tx, schedule = make_optimizer(cfg, config, params)
+    before = optax.chain(  # the chain that scaled frozen leaves by 0 and kept their moments
+        optax.chain(clip_by_global_norm(1.0), lamb(schedule, stacked=stacked_patterns(config))),
+        scale_by_path(lr_factors(params, cfg, config)),
+    )
+
+    def run(tx):
+        def go(p, gs):
+            state = tx.init(p)
+            for g in gs:
+                u, state = tx.update(g, state, p)
+                p = optax.apply_updates(p, u)
+            return p, state
+
+        return jax.jit(go)(params, grads)
+
+    (got, state), (want, old_state) = run(tx), run(before)
+    frozen = {p for p in flat(params) if p.startswith(("embeddings/", "pooler/"))}
+    assert len(frozen) == 7
+    nbytes = lambda t: sum(x.nbytes for x in jax.tree_util.tree_leaves(t))  # noqa: E731
+    frozen_bytes = sum(x.nbytes for p, x in flat(params).items() if p in frozen) // 2  # f32
+    assert nbytes(state) == nbytes(old_state) - 2 * frozen_bytes  # neither mu nor nu for them
+    got, want, start = flat(got), flat(want), flat(params)
+    for path in start:
+        if path in frozen:
+            assert np.array_equal(got[path], start[path]), path
+        else:
+            assert not np.array_equal(got[path], start[path]), path
+            assert np.array_equal(got[path], want[path]), path
+
+
+def test_a_checkpoint_with_moments_for_frozen_leaves_is_refused_by_name(tmp_path):
+    """A train state saved when frozen leaves still had Adam moments does not fit the frozen
+    optimizer's: the restore says so in one line instead of resuming on shifted leaves."""
+    import grain
+
+    from albert_jax.checkpoints.checkpoint import CheckpointError
+    from albert_jax.checkpoints.train_state import Checkpointer
+
+    config = AlbertConfig(
+        vocab_size=11, embedding_size=4, hidden_size=8, num_layers=2, num_heads=2,
+        intermediate_size=6, max_position_embeddings=8,
+    )  # fmt: skip
+    params = _tree(config)
+    cfg = optim_config("lamb", frozen="^embeddings/")
+    tx, schedule = make_optimizer(cfg, config, params)
+    before = optax.chain(
+        optax.chain(clip_by_global_norm(1.0), lamb(schedule, stacked=stacked_patterns(config))),
+        scale_by_path(lr_factors(params, cfg, config)),
+    )
+    data = iter(grain.MapDataset.range(4).to_iter_dataset())
+    ckpt = Checkpointer(str(tmp_path), async_save=False)
+    try:
+        ckpt.save(1, {"params": params, "opt_state": before.init(params)}, data, force=True)
+        abstract = jax.eval_shape(lambda: {"params": params, "opt_state": tx.init(params)})
+        with pytest.raises(CheckpointError, match=r"Structure mismatch.*optim\.frozen"):
+            ckpt.restore_latest(abstract, data)
+    finally:
+        ckpt.close()
+
+
 @pytest.mark.parametrize("name", ["lamb", "adamw"])
 def test_per_layer_view_updates_equal_the_stacked_updates(name):
     """The trainer holds an unrolled model's stacked leaves per layer (sharing.split_layers):
@@ -495,7 +574,7 @@ def test_grouped_model_updates_each_group_as_its_own_variable(groups):
     ocfg.update(name="lamb", learning_rate=0.1, warmup_steps=0, total_steps=10, clip_norm=0.0)
     rng = np.random.default_rng(0)
     normal = lambda x: rng.normal(size=x.shape).astype(np.float32)
-    params = init_params(AlbertModel(grouped), jax.random.PRNGKey(0))
+    params = init_params(AlbertModel(grouped), jax.random.key(0))
     # Groups of very different scales, so one ratio over a whole stack differs from per-group ones.
     scale = lambda x: x * np.arange(1, len(x) + 1).reshape(-1, *[1] * (x.ndim - 1)) ** 2
     params["encoder"] = {

@@ -27,7 +27,7 @@ def test_sharded_forward_backward_equals_single_device(mesh_shape, layout):
     cfg = tiny_config(layout)
     model = AlbertForPreTraining(cfg)
     mesh = make_mesh(mesh_shape)
-    params, shardings = init_sharded(model, jax.random.PRNGKey(0), mesh)
+    params, shardings = init_sharded(model, jax.random.key(0), mesh)
 
     # Parameters really are split: FSDP over the model width, tensor over the FFN width.
     kernel = params["encoder"]["ffn"]["intermediate"]["kernel"]

@@ -20,12 +20,20 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
+import trainer_worker
 from jax.sharding import NamedSharding, PartitionSpec
 from trainer_worker import BATCH, make_config, make_global_batch, make_task
 
+from albert_jax.checkpoints.train_state import Checkpointer
 from albert_jax.train import partitioning, trainer
 from albert_jax.train.optim import make_optimizer
-from albert_jax.train.trainer import NonFiniteLossError, create_state, make_train_step, train
+from albert_jax.train.trainer import (
+    NonFiniteLossError,
+    compile_task,
+    create_state,
+    make_train_step,
+    train,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N = 6  # steps of the reference run; checkpoints every 2
@@ -112,7 +120,7 @@ def _direct_steps(mesh, accum, steps, optim_overrides=None, model=None):
 
     init, shardings, _ = create_state(task, tx, mesh, rules, 0)  # as train(): outside the mesh
     with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-        state = jax.jit(init, out_shardings=shardings)(jax.random.PRNGKey(0))
+        state = jax.jit(init, out_shardings=shardings)(jax.random.key(0))
         initial = jax.tree_util.tree_map(np.asarray, jax.device_get(state.params))
         step_fn = jax.jit(
             make_train_step(task, tx, schedule, mesh, accum),
@@ -239,6 +247,60 @@ def test_corrupted_latest_checkpoint_falls_back(straight, tmp_path, caplog):
     assert_trees_equal(load_state(work, N), reference)
 
 
+# A tiny model with dropout, so that a wrongly restored key changes the steps after resuming.
+OLD_MODEL = dict(vocab_size=97, embedding_size=8, hidden_size=8, num_layers=2, num_heads=2,
+                 intermediate_size=16, max_position_embeddings=16, hidden_dropout=0.1)  # fmt: skip
+
+
+def test_checkpoint_with_a_raw_key_resumes(tmp_path):
+    """A train-state checkpoint written before typed keys (its `rng` a raw uint32[2] key, as
+    `jax.random.PRNGKey` made it) resumes: the key is wrapped on restore, and steps 5-6 after it
+    are those of a run straight to 6 (same dropout masks). The fixture is checkpoint 4 of main at
+    7b46bd0, written by
+
+        git worktree add --detach /tmp/wt_old 7b46bd0 && cd /tmp/wt_old && \
+        XLA_FLAGS="--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0" \
+        JAX_PLATFORMS=cpu PYTHONPATH=.:tests python -c "
+        from albert_jax import AlbertConfig; from trainer_worker import make_config, make_task
+        from albert_jax.train.trainer import train
+        m = AlbertConfig(vocab_size=97, embedding_size=8, hidden_size=8, num_layers=2,
+            num_heads=2, intermediate_size=16, max_position_embeddings=16, hidden_dropout=0.1)
+        c = make_config(total_steps=4, checkpoint_every=4, **{'optim.total_steps': 6})
+        train(c, '/tmp/old_run', make_task(c, model=m))"
+        cp -r /tmp/old_run/checkpoints/4 tests/fixtures/main_train_state/4
+    """
+    from albert_jax import AlbertConfig
+
+    model = AlbertConfig(**OLD_MODEL)
+    old, straight = tmp_path / "old", tmp_path / "straight"
+    fixture = os.path.join(HERE, "fixtures", "main_train_state", "4")
+    shutil.copytree(fixture, old / "checkpoints" / "4")
+    saved = load_state(old, 4)
+    assert saved["rng"].dtype == np.uint32 and saved["rng"].shape == (2,)
+    config = make_config(total_steps=N, checkpoint_every=4)
+    task = make_task(config, model=model)
+    ckpt = Checkpointer(str(old / "checkpoints"))
+    try:  # restored as the typed key the step expects (a raw one would compile a second step)
+        state, step = ckpt.restore_latest(
+            compile_task(config, task).abstract, task.train_iterator(0, 1)
+        )
+    finally:
+        ckpt.close()
+    assert step == 4 and jax.dtypes.issubdtype(state.rng.dtype, jax.dtypes.prng_key)
+    assert np.array_equal(jax.random.key_data(state.rng), saved["rng"])
+    for workdir in (old, straight):
+        config = make_config(total_steps=N, checkpoint_every=4)
+        train(config, str(workdir), make_task(config, model=model))
+    assert ckpt_steps(old) == [4, 6] and sorted(read_metrics(old)) == [5, 6]
+    a, b = load_state(old, N), load_state(straight, N)
+    assert np.array_equal(a["rng"], saved["rng"]) and np.array_equal(a["rng"], b["rng"])
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-7)
+    rows, ref = read_metrics(old), read_metrics(straight)
+    for s in (5, 6):
+        np.testing.assert_allclose(rows[s]["loss"], ref[s]["loss"], rtol=1e-6)
+
+
 def spawn_worker(spec):
     """tests/trainer_worker.py in a subprocess on 8 fake devices, output captured."""
     return subprocess.Popen(
@@ -344,6 +406,16 @@ def test_nonfinite_loss_before_any_checkpoint_claims_none(tmp_path):
     assert ckpt_steps(tmp_path) == []
 
 
+def test_a_float16_model_is_refused_before_compiling():
+    """However the model got float16 (a checkpoint's config, a task's own), `compile_task`
+    refuses it with the one-line reason, for either network of a task."""
+    config = make_config(total_steps=N)
+    for fields in ({"dtype": "float16"}, {"param_dtype": "float16"}):
+        task = make_task(config, model=trainer_worker.tiny_model_config().replace(**fields))
+        with pytest.raises(trainer.TrainConfigError, match="float16 cannot train: there is no"):
+            compile_task(config, task)
+
+
 # --------------------------------------------------------------------------- metrics output
 
 
@@ -390,6 +462,37 @@ def test_metrics_jsonl_and_tensorboard(straight):
     by_tag_step = {(t, s): v for t, s, v in events}
     for s in range(1, N + 1):
         np.testing.assert_allclose(by_tag_step[("train/loss", s)], rows[s]["loss"], rtol=1e-6)
+
+
+def test_metrics_reach_the_host_only_at_log_and_checkpoint_steps(straight, tmp_path, monkeypatch):
+    """log_every=3, checkpoint_every=6: the trainer reads metrics off the device at steps 3 and
+    6 only (each time the interval's losses, all checked, and the step's metrics), and each row
+    holds its own step's metrics: those of the run that logged every step."""
+    straight_dir, _ = straight
+    reads, device_get = [], jax.device_get
+
+    def spy(tree):
+        if sys._getframe(1).f_code.co_filename == trainer.__file__:
+            reads.append(tree)
+        return device_get(tree)
+
+    monkeypatch.setattr(jax, "device_get", spy)
+    run(tmp_path, total_steps=N, log_every=3, checkpoint_every=6)
+    rows, ref = read_metrics(tmp_path), read_metrics(straight_dir)
+    assert sorted(rows) == [3, 6] and ckpt_steps(tmp_path) == [6]
+    for s in (3, 6):
+        for k in EXACT_KEYS + ("learning_rate",):
+            assert rows[s][k] == ref[s][k], (s, k)
+        assert rows[s]["step_time_s"] > 0
+    assert len(reads) == 4 and [len(r) for r in reads[::2]] == [3, 3]
+
+
+def test_nonfinite_loss_between_log_steps_names_its_step(tmp_path):
+    """Batch 1 (step 2) is poisoned and the first read is at step 3: the error names step 2."""
+    config = make_config(total_steps=N, log_every=3, checkpoint_every=6)
+    with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 2; .*No checkpoint was"):
+        train(config, str(tmp_path), make_task(config, inf_at=1))
+    assert ckpt_steps(tmp_path) == [] and read_metrics(tmp_path) == {}
 
 
 @pytest.mark.slow

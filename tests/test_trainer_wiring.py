@@ -115,8 +115,8 @@ def test_majority_baselines_are_the_constant_predictors_accuracies():
 
 
 def initial_params(task, seed=0):
-    """What train() starts from: the task model initialised with PRNGKey(config.seed)."""
-    variables = task.model.init(jax.random.PRNGKey(seed), **task.dummy_batch())
+    """What train() starts from: the task model initialised with jax.random.key(config.seed)."""
+    variables = task.model.init(jax.random.key(seed), **task.dummy_batch())
     return jax.tree_util.tree_map(np.asarray, nn.meta.unbox(variables["params"]))
 
 
@@ -201,7 +201,7 @@ def test_dropout_key_is_folded_with_the_step_and_the_micro_batch(accum):
     tx = optax.sgd(0.0)
     params = {"w": jnp.ones(())}
     step_fn = jax.jit(make_train_step(_KeyTask(), tx, lambda s: 0.0, mesh, accum))
-    base = jax.random.PRNGKey(3)
+    base = jax.random.key(3)
     state = TrainState(step=jnp.int32(0), params=params, opt_state=tx.init(params), rng=base)
     draws = []
     for step in range(3):

@@ -6,6 +6,10 @@ unreadable (a corrupted file) is skipped on restore with a warning, and the prev
 when none is readable the run is refused (`CheckpointError`) rather than silently started over,
 which would overwrite them: `start_over=True` does that deliberately.
 Every process writes its own parameter shards and its own grain iterator state.
+
+Typed PRNG keys (`jax.random.key`) in the state are written as their raw key data (uint32, the
+layout a `jax.random.PRNGKey` key had) and wrapped again on restore: the files are the same as
+before typed keys, so checkpoints of either kind restore.
 """
 
 from __future__ import annotations
@@ -15,8 +19,56 @@ import logging
 import grain
 import jax
 import orbax.checkpoint as ocp
+from jax.sharding import NamedSharding, PartitionSpec
 
 from albert_jax.checkpoints.checkpoint import CheckpointError, short_error
+
+# A state tree that differs from the checkpoint's: another model or optimizer setting. Runs with
+# `optim.frozen` written before frozen parameters lost their optimizer state are one such.
+STRUCTURE_HINT = (
+    "the checkpoint holds a train state of another model or optimizer setting; a run with "
+    "optim.frozen from before frozen parameters kept no optimizer state cannot resume"
+)
+
+
+def _is_key(x) -> bool:
+    return jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key)
+
+
+def _keys_as_data(tree):
+    """Typed keys -> their raw key data (what is written)."""
+    return jax.tree_util.tree_map(lambda x: jax.random.key_data(x) if _is_key(x) else x, tree)
+
+
+def _abstract_as_data(abstract):
+    """The abstract state with each typed-key leaf replaced by its key data's shape."""
+
+    def one(x):
+        if not _is_key(x):
+            return x
+        data = jax.eval_shape(jax.random.key_data, x)
+        sharding = x.sharding
+        if isinstance(sharding, NamedSharding):  # the key data's trailing axis is not split
+            extra = (None,) * (len(data.shape) - len(x.shape))
+            spec = PartitionSpec(*sharding.spec, *([None] * (len(x.shape) - len(sharding.spec))))
+            sharding = NamedSharding(sharding.mesh, PartitionSpec(*spec, *extra))
+        return jax.ShapeDtypeStruct(data.shape, data.dtype, sharding=sharding)
+
+    return jax.tree_util.tree_map(one, abstract)
+
+
+def _wrap_keys(restored, abstract):
+    """Key data read back -> typed keys where `abstract` has them, placed as it says."""
+
+    def one(x, want):
+        if not _is_key(want):
+            return x
+        key = jax.random.wrap_key_data(x)
+        if key.dtype != want.dtype:
+            raise CheckpointError(f"a saved {key.dtype} key does not fit the state's {want.dtype}")
+        return jax.device_put(key, want.sharding) if want.sharding is not None else key
+
+    return jax.tree_util.tree_map(one, restored, abstract)
 
 
 class Checkpointer:
@@ -43,7 +95,7 @@ class Checkpointer:
             logging.warning("replacing the existing (unreadable) checkpoint of step %d", step)
             self.manager.delete(step)
         args = ocp.args.Composite(
-            state=ocp.args.StandardSave(state),
+            state=ocp.args.StandardSave(_keys_as_data(state)),
             data=grain.checkpoint.CheckpointSave(data_iterator),
         )
         return self.manager.save(step, args=args, force=force)
@@ -58,18 +110,20 @@ class Checkpointer:
                 restored = self.manager.restore(
                     step,
                     args=ocp.args.Composite(
-                        state=ocp.args.StandardRestore(abstract_state),
+                        state=ocp.args.StandardRestore(_abstract_as_data(abstract_state)),
                         data=grain.checkpoint.CheckpointRestore(data_iterator),
                     ),
                 )
             except Exception as e:  # noqa: BLE001 - any unreadable step: fall back
                 why = short_error(e)  # one line, not TensorStore's whole spec
+                if "Structure mismatch" in why:
+                    why += f" ({STRUCTURE_HINT})"
                 logging.warning(
                     "checkpoint step %d is unreadable (%s); trying the previous one", step, why
                 )
                 failed.append(f"step {step}: {why}")
                 continue
-            return restored.state, step
+            return _wrap_keys(restored.state, abstract_state), step
         if failed:
             raise CheckpointError(
                 f"no checkpoint in {self.manager.directory} is readable ({'; '.join(failed)}): "

@@ -380,6 +380,9 @@ def make_dataset(
     docs = DocumentExamples(source, spec, lo, hi, process_index, int(d.get("docs_per_element", 8)))
     ds = grain.MapDataset.range(docs.num_blocks).repeat(num_epochs)
     ds = ds.map_with_index(docs)
+    # The per-document work is GIL-bound NumPy: it is parallelized by worker processes
+    # (`worker_count`, each with its own buffer), not by grain threads, and the trainer puts the
+    # next batch on device while the step before runs (`albert_jax.train.prefetch`).
     ds = ds.to_iter_dataset(grain.ReadOptions(num_threads=0, prefetch_buffer_size=0))
     workers = int(d.get("worker_count", 0) if worker_count is None else worker_count)
     if workers > 0:

@@ -51,7 +51,7 @@ class SweepError(ValueError):
 @dataclasses.dataclass
 class Sweep:
     pretrain_config: str  # configs/pretrain/NAME.py
-    tasks: dict[str, str]  # task name -> configs/finetune/TASK.py ({} : pretraining only)
+    tasks: dict[str, str]  # task name -> configs/finetune/TASK.py[:ARG] ({} : pretraining only)
     grid: dict[str, list]  # 'pretrain.model.layout' | 'finetune.unshare' ... -> values
     pretrain: dict[str, Any] = dataclasses.field(default_factory=dict)  # fixed overrides
     finetune: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -89,6 +89,10 @@ def _label(v: Any) -> str:
 
 
 def _import(path: str, function: str):
+    """`function()` of the config file at `path`; `FILE:ARG` (a task config taking an argument,
+    e.g. `configs/finetune/suite.py:headlines`, as ml_collections reads it) calls
+    `function(ARG)`."""
+    path, sep, arg = path.partition(":")
     if not os.path.exists(path):
         raise SweepError(f"{path}: no such config file")
     if os.path.isdir(path):
@@ -101,7 +105,10 @@ def _import(path: str, function: str):
         raise SweepError(f"{e.filename}, line {e.lineno}: {e.msg}") from None
     if not hasattr(module, function):
         raise SweepError(f"{path}: defines no {function}()")
-    return getattr(module, function)()
+    try:
+        return getattr(module, function)(arg) if sep else getattr(module, function)()
+    except ValueError as e:  # the config's own refusal of its argument (or of none)
+        raise SweepError(f"{path}{sep}{arg}: {e}") from None
 
 
 def load(path: str) -> Sweep:

@@ -14,12 +14,24 @@ task's score per point with error bars, parameters against score, and the dev me
 early-convergence claim). With `Sweep.random_init` each table has a "random init" row (the same
 task from random weights of the pretrained shape; its CSV rows have `finetune.init` = none), whose
 pretraining columns are blank: it used none.
+
+Comparing layouts (`finetune.unshare` on the grid): each row's Welch p of test against the shared
+layout's row and the minimum detectable difference (two-sided, α 0.05, power 0.8, from the two
+rows' pooled std and seed counts: `tasks.metrics.min_detectable_difference`), the number of
+seeds whose dev or test predictions collapsed (a test cell whose spread they dominate is marked
+†), and the learning rate the point's search chose. A `finetune.optim.learning_rate` axis
+(`DEV_SELECTED`) is tuned, not compared: per layout the rate with the best mean dev score gives
+the row, test read there (`dev_selected`), and every rate tried is listed below. Unshared runs'
+`drift.jsonl` (each layer's distance from the shared start and the layers' similarity per
+evaluation, `model.sharing.layer_drift`) gives a table at the last evaluation, `drift_*` CSV
+columns and a plot per task.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import statistics
 from typing import Any
@@ -27,7 +39,8 @@ from typing import Any
 from albert_jax.experiments.sweep import Sweep, control_points, groups, read_record
 from albert_jax.model.albert import count_params
 from albert_jax.model.config import AlbertConfig
-from albert_jax.tasks.metrics import welch_t
+from albert_jax.tasks.finetuning import DRIFT_FILE
+from albert_jax.tasks.metrics import higher_is_better, min_detectable_difference, welch_t
 
 PRETRAIN_KEYS = (
     "mlm_accuracy",
@@ -121,6 +134,30 @@ def dev_curve(seed_dir: str, metric: str, steps_per_epoch: int | None) -> list[t
     return [(r["step"] / scale, r[metric]) for r in rows if metric in r]
 
 
+def drift_curve(seed_dir: str) -> list[dict]:
+    """The rows of one seed's `drift.jsonl` (an unshared run's layer drift per evaluation,
+    `FinetuneTask.on_evaluation`), one per step (a repeated step: its last row)."""
+    rows = {r["step"]: r for r in _jsonl(os.path.join(seed_dir, DRIFT_FILE))}
+    return [rows[k] for k in sorted(rows)]
+
+
+def last_drift(seed_dir: str) -> dict[str, Any]:
+    """The CSV's drift fields at the last evaluation: per sub-block the distance of each layer
+    from its start (`drift_attention_layers`), their mean and the layers' mean pairwise
+    cosine similarity; {} for a run that wrote none (not unshared)."""
+    curve = drift_curve(seed_dir)
+    if not curve:
+        return {}
+    out = {}
+    for block in ("attention", "ffn"):
+        distance = curve[-1].get(f"{block}_distance")
+        if distance:
+            out[f"drift_{block}"] = statistics.fmean(distance)
+            out[f"drift_{block}_layers"] = list(distance)
+            out[f"similarity_{block}"] = curve[-1].get(f"{block}_similarity")
+    return out
+
+
 def collect(sweep: Sweep, workdir: str) -> list[dict[str, Any]]:
     rows = []
     for group in groups(sweep):
@@ -148,7 +185,11 @@ def collect(sweep: Sweep, workdir: str) -> list[dict[str, Any]]:
                             row[f"{split}_{k}"] = v
                     row["dev_first_epoch"] = res.get("dev_first_epoch")
                     # the rate the point's own learning-rate search chose (per layout), if any
-                    row["learning_rate"] = summary.get("lr_search", {}).get("chosen")
+                    search = summary.get("lr_search", {})
+                    row["learning_rate"] = search.get("chosen")
+                    if search.get("fallback"):  # every trial collapsed: the rate by model size
+                        row["learning_rate_fallback"] = True
+                    row.update(last_drift(sdir))
                     rel = os.path.relpath(os.path.join(sdir, "metrics.jsonl"), fdir)
                     row["finetune_step_s"] = steady_step_time(fdir, rel)
                     row["finetune_wall_s"] = (
@@ -165,7 +206,13 @@ def write_csv(rows: list[dict], path: str) -> None:
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=keys)
         writer.writeheader()
-        writer.writerows(rows)
+        for r in rows:  # a list (per-layer drift): its values, space-separated
+            writer.writerow(
+                {
+                    k: " ".join(f"{x:.6g}" for x in v) if isinstance(v, list) else v
+                    for k, v in r.items()
+                }
+            )
 
 
 def _ms(values: list) -> str:
@@ -208,6 +255,8 @@ def _axis_cells(row: dict, axes: list[str], label_axis: str | None) -> list[str]
             cells.append(RANDOM_LABEL)
         elif a == "finetune.init":  # the column added for the label: the other rows' init
             cells.append("pretrained")
+        elif a.endswith("learning_rate") and isinstance(row.get(a), float):
+            cells.append(f"{row[a]:g}")  # a rate, not a fraction shown in percent
         else:
             cells.append(_fmt(row.get(a)))
     return cells
@@ -235,15 +284,26 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
             if not trows:
                 continue
             metric = trows[0]["metric"]
-            cols = head + ["params", *extra_cols, "MLM acc (majority)", "SOP acc (majority)"]
+            chosen = dev_selected(sweep, trows)
+            table = [r for r in trows if r["point"] in chosen]
+            cols = [_selected_head(a, h) for a, h in zip(axes, head, strict=True)]
+            cols += ["params", *extra_cols, "MLM acc (majority)", "SOP acc (majority)"]
             cols += [*cross_cols, f"dev {metric}", f"test {metric}"]
-            controlled = any(_is_random(r) for r in trows)
+            controlled = any(_is_random(r) for r in table)
             cols += ["test Welch p vs random"] if controlled else []
+            versus = "finetune.unshare" in axes and any(_is_shared(r) for r in table)
+            cols += ["test Welch p vs shared", "MDE (α .05, power .8)"] if versus else []
+            collapse = any(_has_collapse_flag(r) for r in table)
+            cols += ["collapsed seeds"] if collapse else []
+            rates = any(_learning_rate(r) is not None for r in table)
+            cols += ["lr"] if rates else []
             cols += [f"dev {metric} after epoch 1", "seeds", "s/step"]
             out += [f"### {task} ({metric}, %; mean ± std over seeds)", "", _row(cols)]
             out.append(_row(["---"] * len(cols)))
-            for name in dict.fromkeys(r["point"] for r in trows):
-                pr = [r for r in trows if r["point"] == name]
+            scale = _scale([r.get(f"{x}_{metric}") for r in trows for x in ("dev", "test")])
+            notes = []
+            for name in chosen:
+                pr = [r for r in table if r["point"] == name]
                 first = pr[0]
                 params = first.get("params_finetuned") or first.get("params_pretrained")
                 line = _axis_cells(first, axes, label_axis) + [_fmt(params)]
@@ -255,13 +315,33 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
                 line += [_with_majority(pre, f"{sop}_accuracy", "sop_majority_share")]
                 line += [_fmt(pre.get(f"pretrain_{k}")) for k in cross]
                 line += [_ms([r.get(f"dev_{metric}") for r in pr])]
-                line += [_ms([r.get(f"test_{metric}") for r in pr])]
+                test = _ms([r.get(f"test_{metric}") for r in pr])
+                flag = collapse_dominated(pr, f"test_{metric}")
+                if flag:
+                    test += " †"
+                    notes.append(f"{name}: {flag}")
+                line += [test]
                 if controlled:
-                    line += [_p_vs_random(pr, trows, f"test_{metric}", axes)]
+                    line += [_p_vs_random(pr, table, f"test_{metric}", axes, sweep)]
+                if versus:
+                    line += _vs_shared(pr, table, f"test_{metric}", axes, sweep, scale)
+                if collapse:
+                    line += [str(sum(_collapsed(r) for r in pr))]
+                if rates:
+                    line += [_fmt_lr(first)]
                 line += [_ms([r.get("dev_first_epoch") for r in pr]), str(len(pr))]
                 line += [_seconds(first.get("finetune_step_s"))]
                 out.append(_row(line))
             out.append("")
+            if versus:
+                out += [MDE_NOTE, ""]
+            if notes:
+                out += [f"† spread dominated by collapsed seeds ({COLLAPSE_RULE}): "]
+                out[-1] += "; ".join(notes) + "."
+                out.append("")
+            if len(chosen) < len({r["point"] for r in trows}):
+                out += _every_value_table(sweep, trows, chosen, metric, axes, label_axis)
+            out += _drift_table(table, chosen, axes, label_axis)
     else:
         cols = head + ["params", "MLM acc", "SOP/NSP acc", *cross_cols, "s/step", "wall s"]
         out += ["### pretraining (held-out, %)", "", _row(cols), _row(["---"] * len(cols))]
@@ -278,6 +358,165 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+# Grid axes tuned rather than compared: per value of the other axes (a layout), the report keeps
+# the value with the best mean dev score and reports test there (`dev_selected`).
+DEV_SELECTED = ("finetune.optim.learning_rate",)
+COLLAPSE_RULE = (
+    "a seed collapsed and the std over the other seeds is under half the std over all of them"
+)
+MDE_NOTE = (
+    "MDE: the smallest difference of test means that this many seeds a side detect with a "
+    "two-sided two-sample t-test at α = 0.05 with power 0.8, given the pooled std of the row "
+    "and the shared row (`albert_jax.tasks.metrics.min_detectable_difference`): a difference "
+    "below it, significant or not, is within what the design cannot tell apart."
+)
+
+
+def selected_axes(sweep: Sweep) -> list[str]:
+    return [a for a in sweep.grid if a in DEV_SELECTED]
+
+
+def dev_selected(sweep: Sweep, task_rows: list[dict]) -> list[str]:
+    """The points a task's table shows, in grid order: every point; or, when the grid varies
+    an axis of `DEV_SELECTED` (the learning rate), for each value of the other axes (each
+    layout, the random-init control apart) the point whose mean dev metric is best (the first
+    on a tie). Test is then read at the value dev chose, never chosen on test."""
+    names = list(dict.fromkeys(r["point"] for r in task_rows))
+    chosen = selected_axes(sweep)
+    if not chosen:
+        return names
+    metric = task_rows[0]["metric"]
+    sign = 1.0 if higher_is_better(metric) else -1.0
+    best: dict[tuple, tuple[float, str]] = {}
+    for name in names:
+        pr = [r for r in task_rows if r["point"] == name]
+        key = tuple(pr[0].get(a) for a in sweep.grid if a not in chosen) + (_is_random(pr[0]),)
+        dev = [float(r[f"dev_{metric}"]) for r in pr if r.get(f"dev_{metric}") is not None]
+        score = sign * statistics.fmean(dev) if dev else -math.inf
+        if key not in best or score > best[key][0]:
+            best[key] = (score, name)
+    keep = {name for _, name in best.values()}
+    return [n for n in names if n in keep]
+
+
+def _selected_head(axis: str, head: str) -> str:
+    return f"{head} (best dev)" if axis in DEV_SELECTED else head
+
+
+def _is_shared(row: dict) -> bool:
+    return not _is_random(row) and row.get("finetune.unshare") == ""
+
+
+def _has_collapse_flag(row: dict) -> bool:
+    return "dev_collapsed" in row or "test_collapsed" in row
+
+
+def _collapsed(row: dict) -> bool:
+    """The seed's dev or test predictions collapsed to one class (as `finetune.compare`)."""
+    return bool(row.get("dev_collapsed") or row.get("test_collapsed"))
+
+
+def _learning_rate(row: dict):
+    """The rate the point's search chose, else the rate its grid value set (or None)."""
+    lr = row.get("learning_rate")
+    return lr if lr is not None else row.get("finetune.optim.learning_rate")
+
+
+def _fmt_lr(row: dict) -> str:
+    lr = _learning_rate(row)
+    if lr is None:
+        return "-"
+    return f"{float(lr):g}" + (" (fallback)" if row.get("learning_rate_fallback") else "")
+
+
+def _scale(values: list) -> float:
+    """100 when every value is in [0, 1] (accuracies, F1 as fractions), as `_ms` shows them."""
+    v = [float(x) for x in values if x is not None]
+    return 100.0 if v and all(0.0 <= x <= 1.0 for x in v) else 1.0
+
+
+def collapse_dominated(point_rows: list[dict], key: str) -> str | None:
+    """Why the point's spread of `key` is mostly its collapsed seeds (`COLLAPSE_RULE`), with
+    the mean ± std without them; None when it is not."""
+    values = [(r[key], _collapsed(r)) for r in point_rows if r.get(key) is not None]
+    bad = [v for v, c in values if c]
+    good = [v for v, c in values if not c]
+    if not bad or len(values) < 2:
+        return None
+    spread = statistics.stdev([v for v, _ in values])
+    rest = statistics.stdev(good) if len(good) > 1 else 0.0
+    if spread == 0 or rest >= 0.5 * spread:
+        return None
+    if not good:
+        return f"all {len(bad)} seeds collapsed"
+    return f"{len(bad)} of {len(values)} seeds collapsed, the others {_ms(good)}"
+
+
+def _vs_shared(point_rows, table, key, axes, sweep, scale) -> list[str]:
+    """[Welch's p, MDE] of the point's per-seed `key` against the shared layout's point (the
+    same values of the other axes, `unshare` ''); '-' for the shared point itself."""
+    first = point_rows[0]
+    if _is_shared(first):
+        return ["-", "-"]
+    skip = ("finetune.unshare", "finetune.init", *selected_axes(sweep))
+    same = [a for a in axes if a not in skip]
+    control = [r for r in table if _is_shared(r) and all(r.get(k) == first.get(k) for k in same)]
+    a, b = ([float(r[key]) for r in rs if r.get(key) is not None] for rs in (point_rows, control))
+    _, p = welch_t(a, b)
+    mde = min_detectable_difference(a, b) if len(a) > 1 and len(b) > 1 else math.nan
+    return ["-" if p != p else f"{p:.2g}", "-" if mde != mde else f"{mde * scale:.2f}"]
+
+
+def _every_value_table(sweep, trows, chosen, metric, axes, label_axis) -> list[str]:
+    """Every point of a task with its dev and test: what the per-layout choice chose from."""
+    names = ", ".join(a.split(".", 1)[1] for a in selected_axes(sweep))
+    out = [f"Every {names} tried ({metric}, %; ← : best mean dev of its layout, the row above):"]
+    cols = [a.split(".", 1)[1] for a in axes] + [f"dev {metric}", f"test {metric}", "seeds", ""]
+    out += ["", _row(cols), _row(["---"] * len(cols))]
+    for name in dict.fromkeys(r["point"] for r in trows):
+        pr = [r for r in trows if r["point"] == name]
+        line = _axis_cells(pr[0], axes, label_axis)
+        line += [
+            _ms([r.get(f"dev_{metric}") for r in pr]),
+            _ms([r.get(f"test_{metric}") for r in pr]),
+        ]
+        out.append(_row(line + [str(len(pr)), "←" if name in chosen else ""]))
+    return out + [""]
+
+
+def _drift_table(table, chosen, axes, label_axis) -> list[str]:
+    """Per unshared point: each sub-block's per-layer distance from the start and the layers'
+    similarity at the last evaluation, mean over seeds (`sharing.layer_drift`)."""
+    blocks = ("attention", "ffn")
+    points = [
+        n for n in chosen
+        if any(f"drift_{b}_layers" in r for r in table if r["point"] == n for b in blocks)
+    ]  # fmt: skip
+    if not points:
+        return []
+    out = [
+        "Layer drift at the last evaluation, mean over seeds: ||W_l - W_0|| / ||W_0|| of each "
+        "layer l = 0 .. L-1 from the shared weights it started from, and the mean pairwise "
+        "cosine similarity of the layers' weights (1: still identical; a sub-block left shared "
+        "moves as one).",
+        "",
+    ]
+    cols = [a.split(".", 1)[1] for a in axes]
+    cols += [f"{b}: {what}" for b in blocks for what in ("distance per layer", "similarity")]
+    out += [_row(cols + ["seeds"]), _row(["---"] * (len(cols) + 1))]
+    for name in points:
+        pr = [r for r in table if r["point"] == name]
+        line = _axis_cells(pr[0], axes, label_axis)
+        for b in blocks:
+            layers = [r[f"drift_{b}_layers"] for r in pr if r.get(f"drift_{b}_layers")]
+            sims = [r[f"similarity_{b}"] for r in pr if r.get(f"similarity_{b}") is not None]
+            mean = [statistics.fmean(col) for col in zip(*layers, strict=True)] if layers else []
+            line.append(" ".join(f"{x:.3g}" for x in mean) or "-")
+            line.append(f"{statistics.fmean(sims):.6f}" if sims else "-")
+        out.append(_row(line + [str(len(pr))]))
+    return out + [""]
+
+
 def _with_majority(row: dict, key: str, majority: str) -> str:
     """`12.87 (4.63)`: the held-out accuracy and, in brackets, what the constant predictor
     scores on the same batches (what a run that learned nothing gets)."""
@@ -285,13 +524,15 @@ def _with_majority(row: dict, key: str, majority: str) -> str:
     return _fmt(acc) if base is None or acc is None else f"{_fmt(acc)} ({_fmt(base)})"
 
 
-def _p_vs_random(point_rows: list[dict], task_rows: list[dict], key: str, axes) -> str:
+def _p_vs_random(point_rows: list[dict], task_rows: list[dict], key: str, axes, sweep) -> str:
     """Welch's p of the point's per-seed `key` against its random-init point (the same grid
-    values but `finetune.unshare`: `sweep.control_points`); '-' for the control itself."""
+    values but `finetune.unshare` and those chosen on dev: `sweep.control_points`); '-' for the
+    control itself."""
     first = point_rows[0]
     if _is_random(first):
         return "-"
-    same = [a for a in axes if a not in ("finetune.unshare", "finetune.init")]
+    skip = ("finetune.unshare", "finetune.init", *selected_axes(sweep))
+    same = [a for a in axes if a not in skip]
     control = [r for r in task_rows if _is_random(r) and all(r.get(k) == first[k] for k in same)]
     values = [[r.get(key) for r in rs if r.get(key) is not None] for rs in (point_rows, control)]
     _, p = welch_t(*values)
@@ -351,17 +592,22 @@ def plots(sweep: Sweep, rows: list[dict], workdir: str) -> list[str]:
         if not trows:
             continue
         metric = trows[0]["metric"]
-        names = list(dict.fromkeys(r["point"] for r in trows))
-        scores = [[r.get(f"test_{metric}") for r in trows if r["point"] == n] for n in names]
-        scores = [[s for s in ss if s is not None] for ss in scores]
+        names = dev_selected(sweep, trows)  # the table's rows (one per layout)
+        seeds = [[r for r in trows if r["point"] == n and r.get(f"test_{metric}") is not None]
+                 for n in names]  # fmt: skip
+        scores = [[r[f"test_{metric}"] for r in rs] for rs in seeds]
         means = [statistics.fmean(s) if s else 0.0 for s in scores]
         stds = [statistics.stdev(s) if len(s) > 1 else 0.0 for s in scores]
 
         fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(names)), 4))
-        ax.bar(range(len(names)), means, yerr=stds, capsize=4)
+        ax.bar(range(len(names)), means, yerr=stds, capsize=4, alpha=0.6)
+        for i, rs in enumerate(seeds):  # every seed; a collapsed one as x
+            for collapsed, marker in ((False, "o"), (True, "x")):
+                ys = [r[f"test_{metric}"] for r in rs if _collapsed(r) == collapsed]
+                ax.scatter([i] * len(ys), ys, marker=marker, color="k", s=14, zorder=3)
         ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=7)
         ax.set_ylabel(f"test {metric} (mean ± std, {len(sweep.seeds)} seeds)")
-        ax.set_title(task)
+        ax.set_title(f"{task} (dots: seeds; x: collapsed)")
         save(fig, f"{task}_scores.png")
 
         params = [
@@ -402,7 +648,64 @@ def plots(sweep: Sweep, rows: list[dict], workdir: str) -> list[str]:
         ax.set_title(f"{task}: dev {metric} per evaluation")
         ax.legend(fontsize=7)
         save(fig, f"{task}_dev_curves.png")
+
+        drift = {n: _drift_mean(sweep, workdir, task, n, trows) for n in names}
+        drift = {n: d for n, d in drift.items() if d}
+        if drift:
+            save(_drift_figure(plt, task, drift), f"{task}_drift.png")
     return written
+
+
+def _drift_mean(sweep, workdir, task, name, trows) -> list[dict]:
+    """The point's drift curve, each field the mean over its seeds (their common length)."""
+    curves = []
+    for r in [r for r in trows if r["point"] == name]:
+        fdir = os.path.join(workdir, "finetune", task, name)
+        curve = drift_curve(_seed_dir(fdir, r["seed"], len(sweep.seeds)))
+        if curve:
+            curves.append(curve)
+    length = min((len(c) for c in curves), default=0)
+    out = []
+    for i in range(length):
+        rows = [c[i] for c in curves]
+        mean = {
+            "epoch": rows[0].get("epoch") if rows[0].get("epoch") is not None else rows[0]["step"]
+        }
+        for key in rows[0]:
+            if key.endswith("_distance"):
+                mean[key] = [
+                    statistics.fmean(col) for col in zip(*(r[key] for r in rows), strict=True)
+                ]
+            elif key.endswith("_similarity"):
+                mean[key] = statistics.fmean(r[key] for r in rows)
+        out.append(mean)
+    return out
+
+
+def _drift_figure(plt, task: str, drift: dict[str, list[dict]]):
+    """Per sub-block: each layer's distance from its start (top; darker: deeper layer) and the
+    layers' mean pairwise cosine similarity (bottom), per evaluation, one colour per point."""
+    fig, axs = plt.subplots(2, 2, figsize=(10, 7), sharex=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for j, block in enumerate(("attention", "ffn")):
+        for k, (name, curve) in enumerate(drift.items()):
+            color = colors[k % len(colors)]
+            x = [r["epoch"] for r in curve]
+            layers = len(curve[0].get(f"{block}_distance", []))
+            for layer in range(layers):
+                y = [r[f"{block}_distance"][layer] for r in curve]
+                alpha = 0.35 + 0.65 * (layer + 1) / layers
+                label = name if layer == layers - 1 else None
+                axs[0, j].plot(x, y, marker="o", ms=3, color=color, alpha=alpha, label=label)
+            if layers:
+                y = [r[f"{block}_similarity"] for r in curve]
+                axs[1, j].plot(x, y, marker="o", ms=3, color=color, label=name)
+        axs[0, j].set_title(f"{task} {block}: ||W_l - W_0|| / ||W_0|| (darker: deeper)")
+        axs[1, j].set_title(f"{task} {block}: mean pairwise cosine of the layers")
+        axs[1, j].set_xlabel("epoch")
+        for ax in axs[:, j]:
+            ax.legend(fontsize=7)
+    return fig
 
 
 def write(sweep: Sweep, workdir: str) -> str:

@@ -18,7 +18,7 @@ applications with all parameters broadcast into the loop; layer i picks its grou
 `(i * G) // L`. One mechanism thus covers shared, grouped, partially shared and unshared layouts,
 and a shared block's gradient is accumulated across its applications inside the scan.
 
-(About 500 lines: the encoder and its two pretraining heads read best in one place; the heads that
+(About 550 lines: the encoder and its two pretraining heads read best in one place; the heads that
 fine-tuning adds live in heads.py.)
 """
 
@@ -109,13 +109,27 @@ class Dense(nn.Module):
             self, "bias", nn.initializers.zeros, (self.features,), self.axes[1:], self.groups, group
         )
         dtype = jnp.dtype(c.dtype)
-        return (matmul(x, kernel, dtype) + bias).astype(dtype)
+        return (matmul(x, kernel, dtype, grad=resolve_matmul_grad(c)) + bias).astype(dtype)
 
 
-def matmul(x, kernel, dtype, kernel_spec: str = "kn"):
+def resolve_matmul_grad(config: AlbertConfig, backend: str | None = None) -> str:
+    """config.matmul_grad, auto resolved: the gradient written for CPU there, autodiff elsewhere."""
+    if config.matmul_grad == "auto":
+        return "custom" if (backend or jax.default_backend()) == "cpu" else "autodiff"
+    return config.matmul_grad
+
+
+def matmul(x, kernel, dtype, kernel_spec: str = "kn", grad: str = "custom"):
     """x [..., K] @ kernel [K, N] (`kernel_spec` "nk": kernel [N, K], as the tied word table)
-    with `dtype` operands, accumulating and returning float32, named "dot" for remat."""
-    return checkpoint_name(_matmul(x, kernel, dtype, kernel_spec), "dot")
+    with `dtype` operands, accumulating and returning float32, named "dot" for remat. `grad`:
+    "custom" (`_matmul`'s) or "autodiff" (JAX's own, which also takes jvp: a custom_vjp cannot)."""
+    product = _matmul if grad == "custom" else _product
+    return checkpoint_name(product(x, kernel, dtype, kernel_spec), "dot")
+
+
+def _product(x, kernel, dtype, kernel_spec):
+    x, w = x.astype(dtype), kernel.astype(dtype)
+    return jnp.einsum(f"...k,{kernel_spec}->...n", x, w, preferred_element_type=jnp.float32)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
@@ -128,8 +142,7 @@ def _matmul(x, kernel, dtype, kernel_spec):
     gradient contracts the token axes in place rather than through a transposed copy of the
     activations: 3.3 s against 3.5 s. Each gradient keeps its operand's dtype (the kernel's
     stays float32)."""
-    x, w = x.astype(dtype), kernel.astype(dtype)
-    return jnp.einsum(f"...k,{kernel_spec}->...n", x, w, preferred_element_type=jnp.float32)
+    return _product(x, kernel, dtype, kernel_spec)
 
 
 def _matmul_fwd(x, kernel, dtype, kernel_spec):
@@ -222,7 +235,8 @@ class Embeddings(nn.Module):
 
     def attend(self, x):
         """Logits against the word table (the MLM decoder is tied to it), in float32."""
-        return matmul(x, self.word_embeddings, jnp.dtype(self.config.dtype), "nk")
+        c = self.config
+        return matmul(x, self.word_embeddings, jnp.dtype(c.dtype), "nk", resolve_matmul_grad(c))
 
 
 class AttentionBlock(nn.Module):
@@ -258,14 +272,30 @@ class AttentionBlock(nn.Module):
             k = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), start)
             v = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), start)
         rate = 0.0 if deterministic else c.attention_dropout
-        if rate == 0.0 and jax.default_backend() != "cpu":
+        if resolve_attention(c, rate) == "fused":
             ctx = jax.nn.dot_product_attention(q, k, v, bias=bias.astype(q.dtype))
-        else:  # on CPU the einsum form moves ~15 % fewer bytes (benchmarks/finetune_step.py)
+            ctx = checkpoint_name(ctx, "dot")  # as explicit_attention's context, for save_dots
+        else:
             ctx = explicit_attention(q, k, v, bias, rate, _fold(rng, 0))
         a = self.output(ctx.reshape(B, T, c.hidden_size), group)
         a = dropout(a, c.hidden_dropout, _fold(rng, 1), deterministic)
         out = self.LayerNorm(a + x, group)
         return out if cache is None else (out, (k, v))
+
+
+def resolve_attention(config: AlbertConfig, rate: float, backend: str | None = None) -> str:
+    """The attention at dropout `rate`: explicit, or fused (jax.nn.dot_product_attention). auto:
+    fused off CPU without dropout; on CPU the einsum form moves ~15 % fewer bytes. fused with
+    dropout raises, not falls back: a run that names the kernel (a benchmark) should get it."""
+    impl, backend = config.attention_impl, backend or jax.default_backend()
+    if impl == "auto":
+        return "fused" if rate == 0.0 and backend != "cpu" else "explicit"
+    if impl == "fused" and rate > 0.0:
+        raise ValueError(
+            f"attention_impl='fused' cannot apply attention dropout (attention_dropout={rate} in "
+            "training): set attention_dropout=0.0, or attention_impl='auto' or 'explicit'"
+        )
+    return impl
 
 
 def explicit_attention(q, k, v, bias, rate: float, key):
@@ -518,7 +548,5 @@ def init_params(model: nn.Module, rng, batch: int = 1, seq_len: int = 8) -> dict
 
 def count_params(config: AlbertConfig) -> int:
     """Backbone parameters (embeddings, projection, encoder, pooler) from the initialized shapes."""
-    shapes = jax.eval_shape(
-        lambda: init_params(AlbertModel(config), jax.random.PRNGKey(0), seq_len=1)
-    )
+    shapes = jax.eval_shape(lambda: init_params(AlbertModel(config), jax.random.key(0), seq_len=1))
     return sum(leaf.size for leaf in jax.tree_util.tree_leaves(shapes))

@@ -14,6 +14,8 @@ from typing import Any
 
 ACTIVATIONS = ("gelu_new", "gelu", "relu")
 REMAT_POLICIES = ("none", "full", "save_dots")
+ATTENTION_IMPLS = ("auto", "fused", "explicit")
+MATMUL_GRADS = ("auto", "custom", "autodiff")
 DTYPES = ("float32", "bfloat16", "float16")
 
 # Named layouts: name -> function of L giving (attention_groups, ffn_groups).
@@ -65,6 +67,11 @@ class AlbertConfig:
     embedding_projection_always: bool = False
     scan_layers: bool = True  # False: a Python loop over layers (same numbers; faster on CPU)
     remat: str = "none"  # none | full | save_dots (keep matmul outputs, recompute the rest)
+    # How attention and the matmuls' gradients run (same math; albert.resolve_attention and
+    # resolve_matmul_grad). auto: fused attention and autodiff off CPU, explicit and the
+    # hand-written gradient on it; fused with attention dropout in training is an error.
+    attention_impl: str = "auto"  # auto | fused | explicit
+    matmul_grad: str = "auto"  # auto | custom | autodiff (forward-mode autodiff needs it)
 
     def __post_init__(self):
         def check(ok: bool, msg: str):
@@ -104,6 +111,9 @@ class AlbertConfig:
             p = getattr(self, name)
             check(0.0 <= p < 1.0, f"{name} must be in [0, 1), got {p!r}")
         check(self.remat in REMAT_POLICIES, f"remat must be one of {REMAT_POLICIES}")
+        for name, allowed in (("attention_impl", ATTENTION_IMPLS), ("matmul_grad", MATMUL_GRADS)):
+            value = getattr(self, name)
+            check(value in allowed, f"{name} must be one of {allowed}, got {value!r}")
         for name in ("dtype", "param_dtype"):
             check(getattr(self, name) in DTYPES, f"{name} must be one of {DTYPES}")
         check(self.layer_norm_eps > 0, "layer_norm_eps must be > 0")

@@ -139,7 +139,7 @@ class ElectraForPreTraining(AlbertModel):
             x, attention_mask, masked_positions, self.embeddings.attend, _fold(rng, 1),
             deterministic,
         )  # fmt: skip
-        key = jax.random.PRNGKey(0) if sample_key is None else sample_key
+        key = jax.random.key(0) if sample_key is None else sample_key
         # Integer samples: no gradient reaches the generator through them (stop_gradient only
         # keeps the softmax out of the backward pass).
         sampled = jax.random.categorical(key, jax.lax.stop_gradient(mlm_logits)).astype(jnp.int32)

@@ -288,4 +288,4 @@ def build_model(config: AlbertConfig, head: dict[str, Any] | None = None) -> nn.
 def param_shapes(config: AlbertConfig, head: dict[str, Any] | None = None) -> dict[str, Any]:
     """The parameter tree of `build_model(config, head)` as ShapeDtypeStructs (nothing computed)."""
     model = build_model(config, head)
-    return jax.eval_shape(lambda: init_params(model, jax.random.PRNGKey(0), seq_len=1))
+    return jax.eval_shape(lambda: init_params(model, jax.random.key(0), seq_len=1))

@@ -33,7 +33,7 @@ def stacked_paths(config: AlbertConfig) -> frozenset[str]:
     import flax.linen as nn
 
     ids = jax.ShapeDtypeStruct((1, 1), np.int32)
-    boxed = jax.eval_shape(lambda: AlbertModel(config).init(jax.random.PRNGKey(0), ids))
+    boxed = jax.eval_shape(lambda: AlbertModel(config).init(jax.random.key(0), ids))
     leaves = jax.tree_util.tree_leaves_with_path(
         boxed["params"], is_leaf=lambda x: isinstance(x, nn.Partitioned)
     )
@@ -141,3 +141,74 @@ def stack_layers(tree: dict[str, Any]) -> dict[str, Any]:
     flat = traverse_util.flatten_dict(tree, sep="/")
     flat = {k: stack(v) if isinstance(v, list | tuple) else v for k, v in flat.items()}
     return traverse_util.unflatten_dict(flat, sep="/")
+
+
+# --- how far unshared layers move from their shared start ---
+@functools.lru_cache(maxsize=64)
+def layer_ndims(config: AlbertConfig) -> dict[str, int]:
+    """{'attention/query/kernel': 2, ...}: the rank of one layer's copy of each leaf under
+    encoder/attention and encoder/ffn (its logical axes without a leading 'layers' axis), so
+    that a leaf is read the same whether it carries a group axis or not."""
+    import flax.linen as nn
+
+    ids = jax.ShapeDtypeStruct((1, 1), np.int32)
+    boxed = jax.eval_shape(lambda: AlbertModel(config).init(jax.random.PRNGKey(0), ids))
+    out = {}
+    for block in SUB_BLOCKS:
+        leaves = jax.tree_util.tree_leaves_with_path(
+            boxed["params"]["encoder"][block], is_leaf=lambda x: isinstance(x, nn.Partitioned)
+        )
+        for path, leaf in leaves:
+            names = leaf.names if isinstance(leaf, nn.Partitioned) else (None,) * leaf.ndim
+            rank = len(names) - (names[:1] == ("layers",))
+            out["/".join([block, *(str(k.key) for k in path)])] = rank
+    return out
+
+
+def per_layer(leaf, rank: int, num_layers: int) -> np.ndarray:
+    """[L, ...] float64 on the host: every layer's copy of one encoder leaf, whatever its
+    layout: a per-layer tuple (`split_layers`), a [G, ...] stack (layer i has group
+    `(i * G) // L`), or one shared array (rank `rank`, no group axis)."""
+    if isinstance(leaf, list | tuple):
+        stack = np.stack([np.asarray(x, np.float64) for x in leaf])
+    else:
+        stack = np.asarray(leaf, np.float64)
+        stack = stack[None] if stack.ndim == rank else stack
+    return stack[layer_groups(stack.shape[0], num_layers)]
+
+
+def layer_drift(params: dict[str, Any], start: dict[str, Any], config: AlbertConfig) -> dict:
+    """Per sub-block (attention, ffn) of the encoder: how far each layer has moved from its
+    starting weights and how alike the layers still are.
+
+    `distance` [L]: ||W_l - W0_l|| / ||W0_l||, the Frobenius norms over all of the sub-block's
+    leaves of layer l (kernels, biases, LayerNorm); `similarity`: the mean over layer pairs
+    l < m of the cosine between their flattened weights (1 while they are equal). `params` and
+    `start` are parameter trees with an `encoder` (any layout, per-layer tuples included; the
+    heads are ignored), host or device arrays. Computed in float64 on the host: fine-tuning
+    moves weights by parts in a thousand, whose cosine float32 cannot tell from 1. For an
+    unshared model started from a shared block every distance is 0 and the similarity 1 at
+    step 0."""
+    from flax import traverse_util
+
+    L, ranks = config.num_layers, layer_ndims(config)
+    out = {}
+    for block in SUB_BLOCKS:
+        now = traverse_util.flatten_dict(params["encoder"][block], sep="/")
+        then = traverse_util.flatten_dict(start["encoder"][block], sep="/")
+        moved, base, gram = np.zeros(L), np.zeros(L), np.zeros((L, L))
+        for path, leaf in now.items():
+            rank = ranks[f"{block}/{path}"]
+            w = per_layer(leaf, rank, L).reshape(L, -1)
+            w0 = per_layer(then[path], rank, L).reshape(L, -1)
+            moved += np.sum(np.square(w - w0), axis=1)
+            base += np.sum(np.square(w0), axis=1)
+            gram += w @ w.T
+        norms = np.sqrt(np.diagonal(gram))
+        cosine = gram / np.maximum(np.outer(norms, norms), 1e-300)
+        upper = cosine[np.triu_indices(L, 1)]
+        out[block] = {
+            "distance": np.sqrt(moved / np.maximum(base, 1e-300)),
+            "similarity": float(upper.mean()) if upper.size else 1.0,
+        }
+    return out

@@ -59,6 +59,7 @@ from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
 from albert_jax.train.faults import crash_point
 from albert_jax.train.optim import check_optim_config, regex_list
+from albert_jax.train.trainer import to_host
 
 # Task type -> its module (the interface above), imported when a run names it: the modules
 # import this one for `FinetuneTask`.
@@ -75,6 +76,7 @@ TASK_TYPES = tuple(TASK_MODULES)
 UNSHARE = {"": None, "all": ("attention", "ffn"), "attention": ("attention",), "ffn": ("ffn",)}
 INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 FRESH_HEAD = "^classifier/"  # every task's fresh head (the seq2seq task has none: nothing matches)
+DRIFT_FILE = "drift.jsonl"  # an unshared run's layer drift per evaluation (`on_evaluation`)
 log = logging.getLogger(__name__)
 
 
@@ -317,6 +319,9 @@ class FinetuneTask:
             rows = np.array([order(e)[j] for e, j in zip(*np.divmod(pos, n), strict=True)])
             return {key: feats[key][rows] for key in (*INPUTS, *self.targets)}
 
+        # No grain thread: a batch's gather is ~0.1-0.2 ms of the main thread, which the
+        # trainer's DevicePrefetch already overlaps with the step before; a thread made no wall
+        # time difference (resume would stay exact with one: grain counts returned batches).
         return iter(
             grain.MapDataset.range(2**40)
             .map(load)
@@ -344,6 +349,34 @@ class FinetuneTask:
             self.write_predictions(paths.join(self.workdir, "predictions", name), rows)
             crash_point("predictions")
         return values
+
+    def on_evaluation(self, params, step) -> None:
+        """An unshared run (`unshare` set, from pretrained weights): at every evaluation, how
+        far each layer of each sub-block has moved from the weights it started from and how
+        alike the layers still are (`sharing.layer_drift`), one row of `workdir/drift.jsonl`
+        (a step evaluated again on resume replaces its row and those after it). Other runs
+        write nothing."""
+        src = self.data.source.params
+        if not (self.config.get("unshare", "") and self.workdir and "encoder" in (src or {})):
+            return
+        encoder = to_host(  # an all-gather: every process takes part
+            {b: params["encoder"][b] for b in sharing.SUB_BLOCKS}
+        )
+        if jax.process_index() != 0:
+            return
+        drift = sharing.layer_drift({"encoder": encoder}, src, self.model_config)
+        per_epoch = int(self.config.get("steps_per_epoch", 0) or 0)
+        row = {"step": int(step), "epoch": step / per_epoch if per_epoch else None}
+        for block, d in drift.items():
+            row[f"{block}_distance"] = [float(x) for x in d["distance"]]
+            row[f"{block}_similarity"] = float(d["similarity"])
+        path = paths.join(self.workdir, DRIFT_FILE)
+        rows = []
+        if epath.Path(path).exists():
+            with paths.open_text(path) as f:
+                rows = [json.loads(x) for x in f if x.strip()]
+        rows = [r for r in rows if r["step"] < step] + [row]
+        paths.write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
 
     def write_predictions(self, stem: str, rows) -> None:
         write_jsonl(stem + ".jsonl", rows)

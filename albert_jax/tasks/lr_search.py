@@ -34,7 +34,8 @@ from etils import epath
 
 from albert_jax import paths
 from albert_jax.tasks.finetuning import FinetuneData, FinetuneError, make_task
-from albert_jax.train.trainer import StopSignal, compile_task, global_batch
+from albert_jax.train.prefetch import DevicePrefetch
+from albert_jax.train.trainer import RUN_AHEAD, StopSignal, compile_task, global_batch
 
 # (hidden size, grid) at the two ends; each point is interpolated geometrically in between, as
 # the auto rate (`tasks.run.AUTO_LR`). Small models (the project's CPU checkpoints) train
@@ -225,11 +226,17 @@ def _trial(compiled, task, lr: float, steps: int, seed: int, stop) -> dict[str, 
     scale = jax.device_put(jnp.asarray(lr, jnp.float32), compiled.shardings.opt_state[-1].scale)
     state = state.replace(opt_state=(*rest, ScaleState(scale)))
     it = task.train_iterator(jax.process_index(), jax.process_count())
-    metrics = None
-    for _ in range(steps):
+    batches = DevicePrefetch(it, lambda local: global_batch(local, compiled.mesh))
+    metrics, losses = None, []
+    for i in range(steps):
         if stop.requested:
             return None
-        state, metrics = compiled.step_fn(state, global_batch(next(it), compiled.mesh))
+        state, metrics = compiled.step_fn(state, next(batches))
+        if i + 1 < steps:
+            batches.prefetch()  # the next batch's input work overlaps this step
+        losses.append(metrics["loss"])
+        if len(losses) > RUN_AHEAD:  # as the trainer: a bounded number of steps in flight
+            losses.pop(0).block_until_ready()
     loss = float(jax.device_get(metrics["loss"]))
     finite = bool(np.isfinite(loss))
     values: dict[str, float] = {}

@@ -5,6 +5,7 @@ Every function returns plain Python floats so the result can go straight into JS
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -213,6 +214,49 @@ def welch_t(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
         return float("nan"), float("nan")
     r = stats.ttest_ind(a, b, equal_var=False)
     return float(r.statistic), float(r.pvalue)
+
+
+def detectable_effect(n1: int, n2: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest difference of means, in units of the common standard deviation (Cohen's
+    d), that a two-sided two-sample t-test at level `alpha` detects with probability `power`
+    with n1 and n2 values a side: the d at which the noncentral t (df n1 + n2 - 2,
+    noncentrality d / sqrt(1/n1 + 1/n2)) falls beyond the critical values with that
+    probability. n = 5 a side: 2.02; nan with fewer than two values on a side."""
+    if n1 < 2 or n2 < 2:
+        return float("nan")
+    from scipy.optimize import brentq
+
+    df, scale = n1 + n2 - 2, math.sqrt(1.0 / n1 + 1.0 / n2)
+    crit = stats.t.ppf(1.0 - alpha / 2.0, df)
+
+    def missed(d: float) -> float:  # power at d, less the power wanted
+        nc = d / scale
+        # P(T > crit) + P(T < -crit); the second as the mirror image (scipy's cdf far in the
+        # lower tail of a large noncentrality returns nan)
+        return float(stats.nct.sf(crit, df, nc) + stats.nct.sf(crit, df, -nc)) - power
+
+    high = 1.0
+    while missed(high) < 0:
+        high *= 2.0
+    return float(brentq(missed, 0.0, high, xtol=1e-10))
+
+
+def pooled_std(a: Sequence[float], b: Sequence[float]) -> float:
+    """The two samples' pooled standard deviation (each with ddof 1); nan with fewer than two
+    values on a side."""
+    if len(a) < 2 or len(b) < 2:
+        return float("nan")
+    va, vb = np.var(a, ddof=1), np.var(b, ddof=1)
+    return float(math.sqrt(((len(a) - 1) * va + (len(b) - 1) * vb) / (len(a) + len(b) - 2)))
+
+
+def min_detectable_difference(
+    a: Sequence[float], b: Sequence[float], alpha: float = 0.05, power: float = 0.8
+) -> float:
+    """The smallest difference of means this design (len(a) and len(b) seeds) detects with
+    `power` at two-sided level `alpha`, given the spread observed: `detectable_effect` times
+    the pooled standard deviation, in the values' own units."""
+    return detectable_effect(len(a), len(b), alpha, power) * pooled_std(a, b)
 
 
 def best_metric_name(task_type: str, requested: str | None = None) -> str:

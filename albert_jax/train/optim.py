@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 import optax
 
 from albert_jax.model.sharing import stacked_paths
@@ -326,8 +327,6 @@ def layer_depths(model_config) -> Callable[[str], Any]:
     projection) 0, layer i's own weights i + 1 (a vector over the stacked axis), everything
     else (pooler, heads) L + 1. Only per-layer weights have a depth: a shared block serves
     every depth at once, so the decay is refused for it."""
-    import numpy as np
-
     c, L = model_config, model_config.num_layers
     shared = [
         name for name, g in (("attention", c.attention_groups), ("ffn", c.ffn_groups)) if g != L
@@ -358,8 +357,6 @@ def lr_factors(params: Any, optim_config, model_config) -> dict[str, Any]:
     """{path: learning-rate factor} for every leaf: multiplier (first matching regex of
     `lr_multipliers`) x layerwise_decay ** (L + 1 - depth), 0 for `frozen` leaves. A factor of a
     stacked leaf is a vector over its layer axis. Leaves with factor 1 are omitted."""
-    import numpy as np
-
     multipliers = [
         (re.compile(p), float(m)) for p, m in _pairs(_field(optim_config, "lr_multipliers"))
     ]
@@ -525,7 +522,8 @@ def make_optimizer(
 ) -> tuple[optax.GradientTransformation, optax.Schedule]:
     """(clip_by_global_norm(clip_norm) + lamb | adamw [+ per-path lr factors], the lr schedule)
     from an attribute config. `params` (any tree with the model's paths, shapes optional) is
-    needed only for `lr_multipliers`, `layerwise_decay` and `frozen`.
+    needed only for `lr_multipliers`, `layerwise_decay` and `frozen`. Leaves whose factor is 0
+    (`frozen`, or a multiplier of 0) are `freeze`d: a zero update and no optimizer state.
 
     Missing fields take `default_optim_config()`'s values; clip_norm 0 or None turns clipping off.
     `stacked`: the paths with a layer axis (default: those of `model_config`'s layout; a model
@@ -558,13 +556,33 @@ def make_optimizer(
     else:
         tx = adamw(schedule, **kw)
     clip = get("clip_norm")
-    if clip:
-        tx = optax.chain(clip_by_global_norm(clip), tx)
-    wants_factors = get("lr_multipliers") or get("frozen") or float(get("layerwise_decay")) != 1
-    if wants_factors:
+    factors, frozen = {}, set()
+    if get("lr_multipliers") or get("frozen") or float(get("layerwise_decay")) != 1:
         if params is None:
             raise ValueError("lr_multipliers / layerwise_decay / frozen need the parameter tree")
         factors = lr_factors(params, optim_config, model_config)
-        if factors:
-            tx = optax.chain(tx, scale_by_path(factors))
+        frozen = {path for path, f in factors.items() if not np.any(f)}
+    if frozen:  # the clip's norm still counts the frozen gradients, as when they were scaled by 0
+        rest = {path: f for path, f in factors.items() if path not in frozen}
+        tx = freeze(optax.chain(tx, scale_by_path(rest)) if rest else tx, frozen)
+        return (optax.chain(clip_by_global_norm(clip), tx) if clip else tx), schedule
+    # Nothing frozen: the state tree of the checkpoints written before `freeze` existed.
+    if clip:
+        tx = optax.chain(clip_by_global_norm(clip), tx)
+    if factors:
+        tx = optax.chain(tx, scale_by_path(factors))
     return tx, schedule
+
+
+FROZEN, TRAINED = "frozen", "trained"
+
+
+def freeze(tx: optax.GradientTransformation, frozen: set[str]) -> optax.GradientTransformation:
+    """`tx` on every leaf but those whose path is in `frozen`, which get a zero update and no
+    optimizer state (no Adam moments: a frozen embedding table costs no optimizer memory).
+    The other leaves' updates are exactly `tx`'s: its transforms are all per leaf."""
+
+    def labels(tree):
+        return _map_with_path(lambda path, _: FROZEN if path in frozen else TRAINED, tree)
+
+    return optax.multi_transform({TRAINED: tx, FROZEN: optax.set_to_zero()}, labels)

@@ -346,7 +346,7 @@ class ElectraTask(PretrainingTask):
 
     def _outputs(self, params, batch, rng):
         # Evaluation samples with a fixed key: the same corruption at every evaluation.
-        key = jax.random.PRNGKey(0) if rng is None else jax.random.fold_in(rng, 1)
+        key = jax.random.key(0) if rng is None else jax.random.fold_in(rng, 1)
         return self._apply(
             params,
             batch,

@@ -10,8 +10,14 @@ process-local batch and returns the gathered global outputs on the host.
 
 Exact resume: the state holds the step, parameters, optimizer state and a base key; the dropout
 key of step s is fold_in(key, s), the learning rate a function of s, and the data iterator state
-is saved in the same checkpoint. Metrics are read one step late so the host never stalls the
-device, except at checkpoints, where the state being saved is checked to be finite first.
+is saved in the same checkpoint (that of the batches the steps took: `DevicePrefetch` holds the
+next one on device ahead of its step).
+
+The host never waits for the device between sync steps (log, checkpoint and evaluation steps):
+metrics stay on device, and it dispatches up to `RUN_AHEAD` steps ahead. At a sync step it reads
+every loss since the last one (a non-finite one stops the run, naming its step, and a checkpoint
+is only written of a finite state). A log row holds the metrics of its own step, not a mean over
+the interval, so a resumed run reproduces every row exactly; its step time is the interval's.
 
 Length (~570 lines): the loop, resume, evaluation and best-model keeping share the step counter
 and the checkpoint; split apart, each piece would need the others' state passed around.
@@ -46,6 +52,10 @@ from albert_jax.train import lock, partitioning
 from albert_jax.train.faults import crash_point
 from albert_jax.train.metrics import MetricWriter, Progress, log_to_file
 from albert_jax.train.optim import check_patterns, make_optimizer, path_matcher
+from albert_jax.train.prefetch import DevicePrefetch
+
+# Steps the host may dispatch ahead of the device between sync steps (each holds its batch).
+RUN_AHEAD = 2
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -96,6 +106,8 @@ class Task(Protocol):
     # stacked_paths() -> frozenset: leaves with a layer axis, when not model_config's alone
     # finish_metrics(metrics) -> metrics: ratios formed after the micro-batch sums
     # results_info: dict of fields written into results.json beside the scores (e.g. `init`)
+    # on_evaluation(params, step): called on every process after each training-time
+    #   evaluation with the parameters evaluated (fine-tuning's layer drift, `drift.jsonl`)
 
 
 @flax.struct.dataclass
@@ -124,6 +136,21 @@ def dtype_warning(dtype) -> str | None:
         "warning: model.dtype=bfloat16 on a CPU without native bf16 runs ~1.35x slower than "
         "float32 (--config.model.dtype=float32)"
     )
+
+
+def check_dtype(dtype, param_dtype=None) -> None:
+    """Refuses float16 for training, in one line: there is no loss scaling, so gradients below
+    ~6e-8 round to zero (below ~6e-5 they lose precision) and activations over 65504 overflow.
+    bfloat16 has float32's range. Weights *stored* in float16 (a converted checkpoint's) are
+    cast when loaded: only the dtypes a run computes and keeps its parameters in are refused."""
+    for name, value in (("dtype", dtype), ("param_dtype", param_dtype)):
+        if value is not None and str(value) == "float16":
+            instead = "bfloat16" if name == "dtype" else "float32"
+            raise TrainConfigError(
+                f"model.{name}=float16 cannot train: there is no loss scaling, so small "
+                f"gradients underflow to zero; use bfloat16 (float32's range) or float32 "
+                f"(--config.model.{name}={instead})"
+            )
 
 
 def maybe_initialize_distributed(config) -> None:
@@ -217,7 +244,7 @@ def layer_view(task) -> frozenset[str]:
 
 def param_shapes(task):
     """The train state's parameter tree as ShapeDtypeStructs (logical boxes removed)."""
-    params = jax.eval_shape(lambda: task.model.init(jax.random.PRNGKey(0), **task.dummy_batch()))
+    params = jax.eval_shape(lambda: task.model.init(jax.random.key(0), **task.dummy_batch()))
     return sharing.split_layers(nn.meta.unbox(params["params"]), layer_view(task))
 
 
@@ -236,7 +263,7 @@ def create_state(task, tx, mesh, rules, seed: int):
             rng=jax.random.fold_in(rng, 1),
         )
 
-    boxed = jax.eval_shape(init_boxed, jax.random.PRNGKey(seed))
+    boxed = jax.eval_shape(init_boxed, jax.random.key(seed))
     shardings = partitioning.tree_shardings(boxed, mesh, rules)
 
     def init(rng):
@@ -275,7 +302,7 @@ class CompiledTask:
         """Fresh state for `seed` with the task's pretrained weights loaded (`load_pretrained`);
         `announce`: print what was loaded, what is new and what was dropped."""
         task = self.task
-        state = self.init_fn(jax.random.PRNGKey(seed))
+        state = self.init_fn(jax.random.key(seed))
         source = getattr(task, "pretrained_params", lambda: None)()
         if source is None:
             return state
@@ -306,6 +333,10 @@ class CompiledTask:
 def compile_task(config, task, extra_tx: optax.GradientTransformation | None = None):
     """The `CompiledTask` of `task` under `config` (mesh, accumulation, optimizer); `extra_tx`
     is chained after the optimizer (the search's per-trial learning rate)."""
+    for where in ("model_config", "generator_config"):  # ELECTRA trains two networks
+        model_config = getattr(task, where, None)
+        if model_config is not None:
+            check_dtype(model_config.dtype, model_config.param_dtype)
     mesh = partitioning.make_mesh(tuple(config.mesh_shape))
     accum = int(config.get("grad_accum_steps", 1))
     check_batch(int(task.global_batch_size), accum, mesh)
@@ -334,11 +365,9 @@ def compile_task(config, task, extra_tx: optax.GradientTransformation | None = N
 
 
 def global_batch(local: dict[str, np.ndarray], mesh) -> dict[str, jax.Array]:
-    """Assemble the processes' local batches into global arrays sharded over ('data', 'fsdp')."""
-    return {
-        k: jax.make_array_from_process_local_data(partitioning.batch_sharding(mesh), v)
-        for k, v in local.items()
-    }
+    """Assemble the processes' local batches into global arrays sharded over ('data', 'fsdp')
+    (one call for all fields: half the host time of one call per field)."""
+    return jax.make_array_from_process_local_data(partitioning.batch_sharding(mesh), dict(local))
 
 
 def to_host(tree):
@@ -468,12 +497,13 @@ def _train(config, workdir: str, task) -> dict[str, float]:
     with run.scope():
         step_fn, evaluate = run.step_fn, run.evaluate
         train_iter = task.train_iterator(jax.process_index(), jax.process_count())
+        batches = DevicePrefetch(train_iter, lambda local: global_batch(local, mesh))
         ckpt = Checkpointer(
             paths.join(workdir, "checkpoints"),
             keep=int(config.keep_checkpoints),
             keep_every=config.get("keep_checkpoint_every", None) or None,
         )
-        state, restored_step = ckpt.restore_latest(run.abstract, train_iter)
+        state, restored_step = ckpt.restore_latest(run.abstract, batches)
         if state is None:
             state, start = run.initial_state(int(config.seed), announce=is_main), 0
         else:
@@ -501,26 +531,35 @@ def _train(config, workdir: str, task) -> dict[str, float]:
         flops_per_step = task.flops_per_example() * batch_size
         peak = float(config.get("peak_flops_per_device", 0.0)) * jax.device_count()
         last: dict[str, float] = {}
-        pending = None  # (step, device metrics): read one step late
+        # Metrics stay on device until a sync step (a log, checkpoint or eval step): the losses
+        # of every step since the last one (all checked to be finite) and the newest metrics.
+        losses: list[tuple[int, jax.Array]] = []
+        newest = None  # (step, device metrics)
         interval_t, interval_steps = time.perf_counter(), 0
 
-        def read(step, metrics):
-            nonlocal interval_t, interval_steps, last
-            values = {k: float(v) for k, v in jax.device_get(metrics).items()}
-            if not np.isfinite(values["loss"]):
-                kept = ckpt.manager.latest_step()  # only what exists is claimed
-                where = (
-                    f"The last good checkpoint (step {kept}) is kept in {workdir}/checkpoints"
-                    if kept is not None
-                    else "No checkpoint was written before it"
-                )
-                raise NonFiniteLossError(
-                    f"loss is {values['loss']} at step {step}; stopping. {where} (lower the "
-                    "learning rate, or check the data: `python -m pretrain.inspect_data`, a "
-                    "fine-tuning file's labels)."
-                )
-            interval_steps += 1
-            if step % int(config.log_every) == 0 or step == total:
+        def sync(step, log: bool):
+            """Blocks on `step`, stops at the first non-finite loss since the last sync (naming
+            its step), and at a log step writes the row: the metrics of `step` itself (as
+            before metrics stayed on device, and exactly reproduced by a resumed run), with
+            the interval's mean step time."""
+            nonlocal interval_t, interval_steps, last, newest
+            host_losses = jax.device_get([x for _, x in losses])
+            values = {k: float(v) for k, v in jax.device_get(newest[1]).items()}
+            for (bad_step, _), loss in zip(losses, host_losses, strict=True):
+                if not np.isfinite(loss):
+                    kept = ckpt.manager.latest_step()  # only what exists is claimed
+                    where = (
+                        f"The last good checkpoint (step {kept}) is kept in {workdir}/checkpoints"
+                        if kept is not None
+                        else "No checkpoint was written before it"
+                    )
+                    raise NonFiniteLossError(
+                        f"loss is {float(loss)} at step {bad_step}; stopping. {where} (lower the "
+                        "learning rate, or check the data: `python -m pretrain.inspect_data`, a "
+                        "fine-tuning file's labels)."
+                    )
+            losses.clear()
+            if log:
                 dt = (time.perf_counter() - interval_t) / interval_steps
                 values["step_time_s"] = dt
                 values["examples_per_s"] = batch_size / dt
@@ -539,6 +578,8 @@ def _train(config, workdir: str, task) -> dict[str, float]:
             crash_point("eval", step)
             writer.write(step, values, prefix="eval")
             progress.write(f"step {step}: eval " + _format(values))
+            if hasattr(task, "on_evaluation"):
+                task.on_evaluation(state.params, step)
             if best.update(step, values):
                 # to_host: a collective, every process takes part
                 host = sharing.stack_layers(to_host(state.params))
@@ -558,26 +599,32 @@ def _train(config, workdir: str, task) -> dict[str, float]:
             if start and is_eval_step(start):
                 evaluate_and_keep_best(start)
                 interval_t = time.perf_counter()
+            log_every, checkpoint_every = int(config.log_every), int(config.checkpoint_every)
             for step in range(start + 1, total + 1):
-                batch = global_batch(next(train_iter), mesh)
-                state, metrics = step_fn(state, batch)
+                state, metrics = step_fn(state, next(batches))
                 crash_point("step", step)
-                if pending is not None:
-                    read(*pending)
-                pending = (step, metrics)
+                losses.append((step, metrics["loss"]))
+                newest = (step, metrics)
+                interval_steps += 1
                 preempted = stop.requested or ckpt.reached_preemption(step)
-                if step % int(config.checkpoint_every) == 0 or step == total or preempted:
-                    read(*pending)  # never save a non-finite state
-                    pending = None
-                    ckpt.save(step, state, train_iter, force=True)
+                save = step % checkpoint_every == 0 or step == total or preempted
+                log = step % log_every == 0 or step == total
+                if not save:  # the next batch's input work overlaps this step on the device
+                    batches.prefetch()
+                if not (save or log or is_eval_step(step)):
+                    if len(losses) > RUN_AHEAD:  # at most RUN_AHEAD + 1 steps in flight
+                        losses[-1 - RUN_AHEAD][1].block_until_ready()
+                    progress.update(step)
+                    continue
+                sync(step, log)  # never save a non-finite state
+                if save:
+                    ckpt.save(step, state, batches, force=True)
                     crash_point("checkpoint", step)
                 if is_eval_step(step):
                     evaluate_and_keep_best(step)
-                    interval_t = time.perf_counter()  # step times exclude evaluation
+                    interval_t, interval_steps = time.perf_counter(), 0  # without evaluation
                 if preempted:
                     break
-            if pending is not None:
-                read(*pending)
         finally:
             ckpt.wait()
             ckpt.close()

@@ -93,6 +93,8 @@ def get_common(task_type: str) -> ml_collections.ConfigDict:
             # model 3.99 s; benchmarks/finetune_step.py). Same numbers either way.
             "scan_layers": False,
             "remat": config_dict.placeholder(str),
+            "attention_impl": config_dict.placeholder(str),  # auto | fused | explicit
+            "matmul_grad": config_dict.placeholder(str),  # auto | custom | autodiff
         }
     )
     c.optim = default_optim_config()

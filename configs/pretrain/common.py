@@ -72,7 +72,7 @@ def get_data_config() -> ml_collections.ConfigDict:
 
 # How the model runs, not what it is: declared in every config's model section (with
 # AlbertConfig's defaults) so that e.g. --config.model.scan_layers=False parses for all of them.
-EXECUTION_FIELDS = ("dtype", "scan_layers", "remat")
+EXECUTION_FIELDS = ("dtype", "scan_layers", "remat", "attention_impl", "matmul_grad")
 
 
 def model_section(preset: str, **fields) -> ml_collections.ConfigDict:
