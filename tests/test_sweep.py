@@ -532,8 +532,9 @@ def write_task(d, n):
     d.write_text("\n".join(rows) + "\n")
 
 
-@pytest.mark.slow
-def test_tiny_sweep_runs_resumes_without_redoing_and_submits(tmp_path):
+def write_tiny_inputs(tmp_path) -> None:
+    """pre.py (a 2-step pretraining of MODEL, shared, on a synthetic corpus), train.tsv (24
+    examples) and dev.tsv (11) in tmp_path: a sweep's smallest inputs."""
     write_corpus(tmp_path / "corpus.txt")
     model = dict(MODEL, layout="all")
     model.pop("vocab_size")
@@ -542,6 +543,11 @@ def test_tiny_sweep_runs_resumes_without_redoing_and_submits(tmp_path):
     )
     write_task(tmp_path / "train.tsv", 24)
     write_task(tmp_path / "dev.tsv", 11)
+
+
+@pytest.mark.slow
+def test_tiny_sweep_runs_resumes_without_redoing_and_submits(tmp_path):
+    write_tiny_inputs(tmp_path)
     config = tmp_path / "sweep.py"
     config.write_text(
         SWEEP.format(

@@ -392,17 +392,9 @@ def test_a_tiny_study_runs_end_to_end(tmp_path):
     searched.py, layouts '' and all, seeds 0 and 1, 4 steps evaluated twice."""
     import dataclasses
 
-    from tests.test_sweep import PRETRAIN, _cli, write_task
-    from tests.test_workdir_source import MODEL, write_corpus
+    from tests.test_sweep import _cli, write_tiny_inputs
 
-    write_corpus(tmp_path / "corpus.txt")
-    model = dict(MODEL, layout="all")
-    model.pop("vocab_size")
-    (tmp_path / "pre.py").write_text(
-        PRETRAIN.format(corpus=str(tmp_path / "corpus.txt"), model=model, steps=2)
-    )
-    write_task(tmp_path / "train.tsv", 24)
-    write_task(tmp_path / "dev.tsv", 11)
+    write_tiny_inputs(tmp_path)
     study = load(STUDY)
     tiny = dataclasses.replace(
         study,
