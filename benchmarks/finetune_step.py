@@ -40,10 +40,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec
-from report import emit  # benchmarks/report.py (this script's directory is on sys.path)
+from report import NUM_LABELS, classification_batch, emit, xla_cost  # benchmarks/ on sys.path
 
 from albert_jax import cli
 from albert_jax.model import presets
@@ -53,7 +52,6 @@ from albert_jax.train.optim import make_optimizer
 from albert_jax.train.trainer import create_state, make_train_step
 
 SIZES = ("tiny", "small", "base", "large", "xlarge", "xxlarge")
-NUM_LABELS = 2
 CLASSIFIER_DROPOUT = 0.1
 
 
@@ -84,31 +82,6 @@ class ClassificationTask:
         nll = optax.softmax_cross_entropy_with_integer_labels(out.logits, batch["labels"])
         correct = (jnp.argmax(out.logits, -1) == batch["labels"]).astype(jnp.float32)
         return nll.sum() / norms["n"], {"accuracy": correct.sum() / norms["n"]}
-
-
-def xla_cost(compiled) -> dict:
-    """XLA's own count of the compiled step: FLOPs and bytes accessed, deterministic figures to
-    set beside the (noisy, shared-machine) timings."""
-    cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, list) else cost
-    return {
-        "xla_gflops": round(cost["flops"] / 1e9, 2),
-        "xla_gbytes_accessed": round(cost["bytes accessed"] / 1e9, 3),
-    }
-
-
-def make_batch(vocab_size: int, batch: int, seq: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random token ids (no padding), two segments, random labels (peer_finetune.py: the same)."""
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(5, vocab_size, size=(batch, seq), dtype=np.int32)
-    token_type = np.zeros((batch, seq), np.int32)
-    token_type[:, seq // 2 :] = 1
-    return {
-        "input_ids": ids,
-        "token_type_ids": token_type,
-        "attention_mask": np.ones((batch, seq), np.int32),
-        "labels": rng.integers(0, NUM_LABELS, size=(batch,), dtype=np.int32),
-    }
 
 
 def model_config_for(args, layout: str):
@@ -193,7 +166,7 @@ def measure(args, layout: str) -> dict:
     config = model_config_for(args, layout)
     task = ClassificationTask(config)
     tx, schedule = make_optimizer(optim_config(), config)
-    batch = make_batch(config.vocab_size, args.batch, args.seq)
+    batch = classification_batch(config.vocab_size, args.batch, args.seq)
     state, compiled, compile_s, first, times, cpu, metrics = compile_and_time(
         task, tx, schedule, batch, args.warmup, args.steps
     )

@@ -23,7 +23,7 @@ import platform
 import statistics
 import time
 
-import numpy as np
+from report import NUM_LABELS, classification_batch, xla_cost  # benchmarks/ on sys.path
 
 # albert_jax.model.presets albert-SIZE: (vocab, embedding, hidden, layers, heads, intermediate)
 SIZES = {
@@ -34,32 +34,6 @@ SIZES = {
     "xlarge": (30000, 128, 2048, 24, 16, 8192),
     "xxlarge": (30000, 128, 4096, 12, 64, 16384),
 }
-NUM_LABELS = 2
-
-
-def xla_cost(compiled) -> dict:
-    """XLA's own count of the compiled step: FLOPs and bytes accessed, deterministic figures to
-    set beside the (noisy, shared-machine) timings."""
-    cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, list) else cost
-    return {
-        "xla_gflops": round(cost["flops"] / 1e9, 2),
-        "xla_gbytes_accessed": round(cost["bytes accessed"] / 1e9, 3),
-    }
-
-
-def make_batch(vocab_size: int, batch: int, seq: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """The same draws as finetune_step.make_batch."""
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(5, vocab_size, size=(batch, seq), dtype=np.int32)
-    token_type = np.zeros((batch, seq), np.int32)
-    token_type[:, seq // 2 :] = 1
-    return {
-        "input_ids": ids,
-        "token_type_ids": token_type,
-        "attention_mask": np.ones((batch, seq), np.int32),
-        "labels": rng.integers(0, NUM_LABELS, size=(batch,), dtype=np.int32),
-    }
 
 
 def main():
@@ -98,7 +72,9 @@ def main():
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-5, eps=1e-6, weight_decay=0.01))
     params = model.params
     opt_state = tx.init(params)
-    batch = {k: jnp.asarray(v) for k, v in make_batch(vocab, args.batch, args.seq).items()}
+    batch = {
+        k: jnp.asarray(v) for k, v in classification_batch(vocab, args.batch, args.seq).items()
+    }
 
     def loss_fn(p, batch, rng):
         logits = model(

@@ -47,8 +47,8 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from finetune_step import compile_step, time_interleaved, xla_cost  # benchmarks/ on sys.path
-from report import emit
+from finetune_step import compile_step, time_interleaved  # benchmarks/ on sys.path
+from report import emit, pair_ids, xla_cost
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
@@ -111,9 +111,7 @@ def make_batch(vocab: int, batch: int, seq: int, preds: int) -> dict[str, np.nda
     rng = np.random.default_rng(0)
     pos = np.stack([np.sort(rng.choice(np.arange(1, seq - 1), preds, replace=False))
                     for _ in range(batch)]).astype(np.int32)  # fmt: skip
-    ids = rng.integers(5, vocab, (batch, seq)).astype(np.int32)
-    segs = np.zeros((batch, seq), np.int32)
-    segs[:, seq // 2 :] = 1
+    ids, segs = pair_ids(rng, vocab, batch, seq)
     return {
         "input_ids": ids,
         "segment_ids": segs,
