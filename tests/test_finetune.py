@@ -90,22 +90,11 @@ def make_config(init, task_type, d, **kw):
     )
     for split in ("train", "dev", "test"):
         c.task[split] = str(d / f"{prefix}_{split}.{ext}")
-    c.task.max_seq_length = 16
     if task_type == "regression":
         c.task.update(text_a="a", text_b="b", label="score")
-    c.batch_size = 8
-    c.eval_batch_size = 8
-    c.total_steps = 6
-    c.eval_every = 3
-    c.log_every = 1
-    c.progress_bar = False
-    c.optim.learning_rate = 1e-3
-    for k, v in kw.items():
-        node = c
-        *parents, leaf = k.split(".")
-        for p in parents:
-            node = node[p]
-        node[leaf] = v
+    tiny = dict(batch_size=8, eval_batch_size=8, total_steps=6, eval_every=3, log_every=1)
+    tiny.update({"progress_bar": False, "task.max_seq_length": 16, "optim.learning_rate": 1e-3})
+    c.update_from_flattened_dict({**tiny, **kw})  # kw: dotted paths, as on the command line
     return c
 
 

@@ -212,15 +212,9 @@ from configs.pretrain.cpu_small import get_config as cpu_small
 
 def get_config(arg=None):
     c = cpu_small()
-    c.data.input_files = {corpus!r}
-    c.data.input_format = "text"
-    c.data.corpus_name = "tiny"
-    c.data.vocab_size = 100
-    c.data.character_coverage = 1.0
-    c.data.max_seq_length = 32
-    c.data.max_predictions = 5
-    c.data.global_batch_size = 8
-    c.data.worker_count = 0
+    c.data.update(input_files={corpus!r}, input_format="text", corpus_name="tiny")
+    c.data.update(vocab_size=100, character_coverage=1.0, max_seq_length=32, max_predictions=5)
+    c.data.update(global_batch_size=8, worker_count=0)
     c.model = ml_collections.ConfigDict({model!r})
     c.model.vocab_size = c.data.get_ref("vocab_size")
     c.total_steps = {steps}

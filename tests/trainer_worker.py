@@ -118,25 +118,11 @@ def make_config(**overrides) -> ml_collections.ConfigDict:
     c.data = ml_collections.ConfigDict(
         dict(global_batch_size=BATCH, max_seq_length=SEQ, max_predictions=PREDS)
     )
-    c.total_steps = 6
-    c.log_every = 1
-    c.checkpoint_every = 2
-    c.keep_checkpoints = 10
-    c.eval_every = 0
-    c.progress_bar = False
-    c.mesh_shape = (-1, 1, 1)
-    c.optim.learning_rate = 1e-3
-    c.optim.warmup_steps = 2
-    for k, v in overrides.items():
-        if k.startswith("optim."):
-            c.optim[k[len("optim.") :]] = v
-        elif k.startswith(("distributed.", "electra.")):
-            section, key = k.split(".", 1)
-            c[section][key] = v
-        elif k == "mesh_shape":
-            c.mesh_shape = tuple(v)
-        else:
-            c[k] = v
+    c.update(total_steps=6, log_every=1, checkpoint_every=2, keep_checkpoints=10, eval_every=0)
+    c.update(progress_bar=False, mesh_shape=(-1, 1, 1))
+    c.optim.update(learning_rate=1e-3, warmup_steps=2)
+    c.update_from_flattened_dict(overrides)  # dotted paths, as on the command line
+    c.mesh_shape = tuple(c.mesh_shape)  # a list when the spec came through JSON
     if "optim.total_steps" not in overrides:
         c.optim.total_steps = int(c.total_steps)
     return c

@@ -13,9 +13,8 @@ def get_config(arg: str | None = None):
     del arg
     c = get_common("tagging")
     use_prepared(c, "seg", "conll")
-    c.task.scheme = "BMES"
-    c.task.space_between_words = False
-    c.task.max_seq_length = 96  # as ner.py: the same sentences
+    # As ner.py (the same sentences), with the segmentation scheme.
+    c.task.update(scheme="BMES", space_between_words=False, max_seq_length=96)
     c.optim.learning_rate = 3e-4  # see sentiment.py
     c.num_epochs = 1.0
     c.max_train_examples = 6400  # of 35,565 sentences: minutes on two CPU cores (0: all)
