@@ -17,6 +17,7 @@ import numpy as np
 
 from albert_jax import paths
 from albert_jax.model import decoding
+from albert_jax.model.losses import cross_entropy
 from albert_jax.tasks import metrics as M
 from albert_jax.tasks import textgen
 from albert_jax.tasks.data import _special_ids
@@ -122,9 +123,7 @@ class Seq2SeqTask(FinetuneTask):
 
 def _token_nll(logits, labels):
     mask = labels >= 0
-    logp = jax.nn.log_softmax(logits)
-    nll = -jnp.take_along_axis(logp, jnp.maximum(labels, 0)[..., None], axis=-1)[..., 0]
-    return nll * mask, (jnp.argmax(logits, -1) == labels) & mask
+    return cross_entropy(logits, labels, mask), (jnp.argmax(logits, -1) == labels) & mask
 
 
 # ---------------------------------------------------------------- the task-module protocol
