@@ -20,8 +20,8 @@ import pytest
 from albert_jax.experiments import datasets
 from albert_jax.tasks import data as D
 from albert_jax.tasks import finetuning as F
-from albert_jax.tasks import tagging
-from albert_jax.train import optim, pretraining, trainer
+from albert_jax.tasks import pretraining, tagging
+from albert_jax.train import optim, trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKENIZER = os.path.join(ROOT, "tests", "fixtures", "tokenizer_sp")

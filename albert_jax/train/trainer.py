@@ -1,7 +1,7 @@
 """One trainer for pretraining and fine-tuning: sharded train state, jitted step with gradient
 accumulation, evaluation, orbax checkpoints with exact resume, metrics.
 
-A *task* (`Task` below; `albert_jax.train.pretraining.PretrainingTask`, the fine-tuning tasks in
+A *task* (`Task` below; `albert_jax.tasks.pretraining.PretrainingTask`, the fine-tuning tasks in
 `albert_jax.tasks`) supplies everything that differs between jobs; `train()` knows no task by name.
 Its loss and metrics are sums over the examples it is given divided by normalizers computed on the
 whole global batch, so the micro-batch contributions add up to exactly the full-batch values.
