@@ -11,8 +11,9 @@ A task module provides, `t` being `config.task` and `data` the `FinetuneData`:
   targets) and counts (`examples`, `truncated`, ...);
 - `head(data, t)` -> the head dict's task fields: its `type` and `num_labels` at least (the
   shared ones, e.g. `max_seq_length`, are added here);
-- `Task`: a `FinetuneTask` subclass: loss, eval_step and `score(split, outputs)` -> (rows,
-  metrics), or `predict_split(run, split)` when it drives the model itself;
+- `Task`: a `FinetuneTask` subclass (`albert_jax.train.task.Task`): loss, eval_step and
+  `score(split, predictions)` -> (rows, metrics), and `predict(run, split)` when it drives the
+  model itself;
 
 and optionally (absent: nothing to do):
 
@@ -59,6 +60,7 @@ from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
 from albert_jax.train.faults import crash_point
 from albert_jax.train.optim import check_optim_config, regex_list
+from albert_jax.train.task import Task
 from albert_jax.train.trainer import to_host
 
 # Task type -> its module (the interface above), imported when a run names it: the modules
@@ -260,9 +262,11 @@ class FinetuneData:
 # ---------------------------------------------------------------- tasks
 
 
-class FinetuneTask:
-    """What every task shares: model, iterators, evaluation loop, saving (a task module's `Task`
-    adds `targets`, `normalizers`, `loss`, `eval_step` and `score` or `predict_split`)."""
+class FinetuneTask(Task):
+    """What every fine-tuning task shares: model, iterators, evaluation, saving (a task module's
+    `Task` adds `targets`, `normalizers`, `loss`, `eval_step` and `score(split, predictions)` ->
+    (rows, metrics), the rows being the readable predictions written for a final split; a task
+    that drives the model itself, as generation does, also its own `predict`)."""
 
     progress_keys = ("loss", "accuracy", "learning_rate")
     final_splits = ("dev", "test")
@@ -337,14 +341,17 @@ class FinetuneTask:
             head=self.head,
         )  # fmt: skip
 
+    def predict(self, run, split=None):
+        """eval_step's outputs for every example of `split` (`dev` unless named), in order."""
+        return predict_all(run, self.data.features[split or "dev"], self.eval_batch_size)
+
     def evaluate(self, run, step, split=None) -> dict[str, float]:
         """Scores the whole split (`dev` unless named); with a named split (the final
         evaluation) the predictions are written to `workdir/predictions/SPLIT.jsonl`."""
         name = split or "dev"
         if name not in self.data.features:
             return {}
-        outputs = predict_all(run, self.data.features[name], self.eval_batch_size)
-        rows, values = self.flag_collapse(name, step, *self.score(name, outputs))
+        rows, values = self.flag_collapse(name, step, *self.score(name, self.predict(run, name)))
         if split is not None and self.workdir and jax.process_index() == 0:
             self.write_predictions(paths.join(self.workdir, "predictions", name), rows)
             crash_point("predictions")
