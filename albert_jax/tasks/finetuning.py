@@ -23,9 +23,9 @@ and optionally (absent: nothing to do):
 - `labels(data, t)` -> the label list (`data.labels`), or None when the task has none.
 
 `FinetuneData` reads the starting checkpoint (anything `albert_jax.checkpoints.source` reads, or a
-pretraining workdir; `start.load_init`), applies `unshare`, picks the tokenizer and has the task's module read and
-featurize every split once. `albert_jax.tasks.run.run(config, workdir)` trains one or several
-seeds (schedules, learning rate) and summarizes them.
+pretraining workdir: `start.load_init`), applies `unshare`, picks the tokenizer and has the task's
+module read and featurize every split once. `albert_jax.tasks.run.run(config, workdir)` trains
+one or several seeds (schedules, learning rate) and summarizes them.
 """
 
 from __future__ import annotations
