@@ -51,10 +51,10 @@ def input_errors() -> tuple[type[Exception], ...]:
     from albert_jax.experiments.sweep import SweepError
     from albert_jax.tasks.data import DataError
     from albert_jax.tasks.finetuning import FinetuneError
+    from albert_jax.tasks.pretraining import ObjectiveError
     from albert_jax.text.tokenization import TokenizerError
     from albert_jax.train.lock import WorkdirBusyError
     from albert_jax.train.optim import OptimConfigError
-    from albert_jax.train.pretraining import ObjectiveError
     from albert_jax.train.trainer import TrainConfigError
 
     return (

@@ -46,8 +46,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
 
 from albert_jax import AlbertConfig, cli  # noqa: E402
+from albert_jax.tasks.pretraining import PretrainingTask  # noqa: E402
 from albert_jax.train import trainer  # noqa: E402
-from albert_jax.train.pretraining import PretrainingTask  # noqa: E402
 
 VOCAB, SEQ, PREDS = 512, 16, 4
 

@@ -8,7 +8,7 @@ same run; optionally a peer (transformers) in the same invocation.
 
 One step is the trainer's own (`albert_jax.train.trainer.create_state` / `make_train_step`,
 jitted with the state donated, on a 1-device mesh) of the real pretraining task
-(`albert_jax.train.pretraining.make_task`: MLM at `--preds` masked positions + SOP, or ELECTRA's
+(`albert_jax.tasks.pretraining.make_task`: MLM at `--preds` masked positions + SOP, or ELECTRA's
 generator + discriminator) with ALBERT's LAMB, on a fixed random batch. Per configuration (size x
 objective x layout x dtype x scan/unrolled x remat; `--attention-impl` and `--matmul-grad` set for
 all of them) it reports the compile time, the first and the
@@ -144,7 +144,7 @@ def prepare_train(args, objective, layout, dtype, scan) -> dict:
 
 
 def make_task_for(config, model_config):
-    from albert_jax.train.pretraining import ElectraTask, PretrainingTask
+    from albert_jax.tasks.pretraining import ElectraTask, PretrainingTask
 
     cls = ElectraTask if config.objective == "electra" else PretrainingTask
     return cls(config, config.data, model_config=model_config)

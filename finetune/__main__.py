@@ -21,7 +21,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from albert_jax import cli, paths
-from albert_jax.tasks import finetuning, lr_search, run
+from albert_jax.tasks import finetuning, lr_search, run, start
 from albert_jax.train import lock
 from albert_jax.train.metrics import log_to_file
 from albert_jax.train.trainer import check_dtype, dtype_warning
@@ -40,20 +40,20 @@ def main(argv):
     finetuning.check_config(config)
     lr_search.check_config(config)
     check_dtype(config.model.get("dtype"), config.model.get("param_dtype"))
-    name = finetuning.dataset_to_build(config)  # only at its default place: never the user's
+    name = start.dataset_to_build(config)  # only at its default place: never the user's
     if name:
         from albert_jax.experiments import datasets  # only when a dataset is built
 
         out = config.task.prepare_dir
         print(f"building the {name} dataset in {out} (python -m finetune.prepare {name})")
         datasets.prepare(name, out)
-    finetuning.check_files(config)
+    start.check_files(config)
     warning = dtype_warning(config.model.get("dtype"))
     if warning:
         print(warning, flush=True)
     # One run per workdir (albert_jax/train/lock.py), held before anything is written there.
     with cli.removed_on_input_error(workdir), lock.hold(paths.resolve(workdir)):
-        finetuning.check_rerun(config, workdir)  # a rerun resumes: with the same inputs
+        start.check_rerun(config, workdir)  # a rerun resumes: with the same inputs
         log_to_file(workdir)  # library chatter off the console
         run.run(config, workdir)
 

@@ -31,16 +31,16 @@ from albert_jax.checkpoints.source import load_source
 from albert_jax.data import corpus
 from albert_jax.data.pair_check import pair_warning
 from albert_jax.data.pipeline import resolve_paths
-from albert_jax.train import lock
-from albert_jax.train.metrics import log_to_file
-from albert_jax.train.optim import check_optim_config
-from albert_jax.train.pretraining import (
+from albert_jax.tasks.pretraining import (
     check_positions,
     clamp_warmup,
     make_task,
     set_objective_data,
     write_model,
 )
+from albert_jax.train import lock
+from albert_jax.train.metrics import log_to_file
+from albert_jax.train.optim import check_optim_config
 from albert_jax.train.trainer import check_dtype, dtype_warning, maybe_initialize_distributed, train
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)

@@ -3,10 +3,10 @@ the repository, each run against the few tests that should catch it. Outside the
 (the name does not match test_*.py). The mutants, by module of albert_jax/:
 
     model/     albert 19, electra 5, losses 4, heads 1, decoding 1
-    train/     optim 10, trainer 4, pretraining 3
+    train/     optim 10, trainer 4
     data/      masking 5, pipeline 5, pairs 3, documents 2, parallel 2
-    elsewhere  checkpoints/checkpoint 1, checkpoints/train_state 1, text/tokenization 2,
-               paths 2, cli 2
+    elsewhere  tasks/pretraining 3, checkpoints/checkpoint 1, checkpoints/train_state 1,
+               text/tokenization 2, paths 2, cli 2
 
     uv run python tests/mutants.py -j 2              # all mutants, two workers
     uv run python tests/mutants.py --ci -j 2         # CI's subset (CI_MUTANTS, ~5 minutes)
@@ -75,7 +75,7 @@ PAIRS = "albert_jax/data/pairs.py"
 PIPELINE = "albert_jax/data/pipeline.py"
 DOCUMENTS = "albert_jax/data/documents.py"
 PARALLEL = "albert_jax/data/parallel.py"
-PRETRAINING = "albert_jax/train/pretraining.py"
+PRETRAINING = "albert_jax/tasks/pretraining.py"
 TRAINER = "albert_jax/train/trainer.py"
 TRAIN_STATE = "albert_jax/checkpoints/train_state.py"
 PATHS = "albert_jax/paths.py"
@@ -292,16 +292,16 @@ MUTANTS = [
     Mutant(
         "losses-nll-one-hot-off-by-one",
         LOSSES,
-        "jax.nn.one_hot(labels, logp.shape[-1], dtype=logp.dtype)",
-        "jax.nn.one_hot(labels + 1, logp.shape[-1], dtype=logp.dtype)",
+        "jax.nn.one_hot(labels, logp.shape[axis], axis=axis, dtype=jnp.bool_)",
+        "jax.nn.one_hot(labels + 1, logp.shape[axis], axis=axis, dtype=jnp.bool_)",
         "the cross-entropy picks the log-probability of the next class, not the label's",
         ("tests/test_losses.py",),
     ),
     Mutant(
         "losses-mlm-plain-mean",
         LOSSES,
-        "return jnp.sum(weights * _nll(logits, label_ids)) / denominator",
-        "return jnp.mean(_nll(logits, label_ids))",
+        "return jnp.sum(cross_entropy(logits, label_ids, weights)) / denominator",
+        "return jnp.mean(cross_entropy(logits, label_ids))",
         "MLM loss as a plain mean over all prediction slots, padding included",
         ("tests/test_losses.py",),
     ),

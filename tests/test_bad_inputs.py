@@ -20,8 +20,8 @@ import pytest
 from albert_jax.experiments import datasets
 from albert_jax.tasks import data as D
 from albert_jax.tasks import finetuning as F
-from albert_jax.tasks import tagging
-from albert_jax.train import optim, pretraining, trainer
+from albert_jax.tasks import pretraining, start, tagging
+from albert_jax.train import optim, trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKENIZER = os.path.join(ROOT, "tests", "fixtures", "tokenizer_sp")
@@ -102,19 +102,19 @@ def test_a_dataset_is_built_only_where_its_config_puts_it(tmp_path, monkeypatch)
 
     monkeypatch.chdir(tmp_path)
     config = ner.get_config()
-    assert F.dataset_to_build(config) == "ner"  # data/finetune/ner/{train,dev,test}.conll
+    assert start.dataset_to_build(config) == "ner"  # data/finetune/ner/{train,dev,test}.conll
     config.task.dev = "elsewhere/dev.conll"
-    assert F.dataset_to_build(config) == ""
+    assert start.dataset_to_build(config) == ""
     config = ner.get_config()
     config.task.train = "data/finetune/ner/train_mnie.conll"
-    assert F.dataset_to_build(config) == ""
+    assert start.dataset_to_build(config) == ""
     with pytest.raises(F.FinetuneError, match="task.train data/finetune/ner/train_mnie.conll does"):
-        F.check_files(config)
+        start.check_files(config)
     for split in ("train", "dev", "test"):  # a directory of files is a split too (RACE's dev/)
         (tmp_path / split).mkdir()
         config.task[split] = str(tmp_path / split)
-    F.check_files(config)
-    assert F.dataset_to_build(config) == ""
+    start.check_files(config)
+    assert start.dataset_to_build(config) == ""
 
 
 def test_prepare_replaces_only_a_directory_it_wrote(tmp_path):
@@ -507,12 +507,12 @@ def test_a_prepared_dataset_is_never_built_again(tmp_path, monkeypatch):
     assert hashes(home) == before
     monkeypatch.chdir(tmp_path)
     config = ner.get_config()
-    assert F.dataset_to_build(config) == ""  # even with every name right: it is there
+    assert start.dataset_to_build(config) == ""  # even with every name right: it is there
     (tmp_path / "fresh").mkdir()
     monkeypatch.chdir(tmp_path / "fresh")
-    assert F.dataset_to_build(config) == "ner"
+    assert start.dataset_to_build(config) == "ner"
     config.task.train = "data/finetune/ner/train.conl"  # not its own file: never built for it
-    assert F.dataset_to_build(config) == ""
+    assert start.dataset_to_build(config) == ""
 
 
 def tsv_config(**settings):

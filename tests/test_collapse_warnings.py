@@ -5,12 +5,13 @@ span-only scores and the always-no-answer floor beside the official ones."""
 
 import json
 import logging
-from types import SimpleNamespace
 
 import jax
 import numpy as np
 import pytest
 from test_finetune import N_DEV, TOKENIZER, files, make_config, tiny_config  # noqa: F401
+from test_finetune_relation import re_config, re_files  # noqa: F401 (a fixture)
+from test_finetune_seq2seq import s2s_config, s2s_files  # noqa: F401 (a fixture)
 
 from albert_jax.checkpoints import checkpoint
 from albert_jax.model.albert import AlbertForPreTraining, init_params
@@ -51,11 +52,10 @@ def warnings_of(caplog):
     return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
 
-def bare(cls, config=None):
-    """A task object with only what `flag_collapse` / `collapse` use (no data, no model)."""
-    task = object.__new__(cls)
-    task.config, task.workdir = config, None
-    return task
+def built(config, shape):
+    """The task of `config` on the tiny model `shape`, built as a run builds it (no weights)."""
+    config.model_from = shape
+    return F.FinetuneTask.from_config(config, load_tokenizer(TOKENIZER))
 
 
 # ---------------------------------------------------------------- the shared helper
@@ -325,8 +325,9 @@ def test_choice_one_option_always_fires():
     assert ChoiceTask.collapse(None, rows, {}) is None
 
 
-def test_relations_without_any_triple_fire(caplog):
-    task = bare(RelationTask, get_common("relation"))
+def test_relations_without_any_triple_fire(caplog, re_files, model_from):  # noqa: F811
+    task = built(re_config("", re_files), model_from)
+    assert isinstance(task, RelationTask)
     one = [{"subject": "a", "predicate": "p", "object": "b"}]
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         _, values = task.flag_collapse("dev", 2, [{"predicted": []}] * 6, {"f1": 0.0})
@@ -341,15 +342,20 @@ def test_relations_without_any_triple_fire(caplog):
     assert warnings_of(caplog) == [] and values["collapsed"] == 0.0
 
 
-def test_seq2seq_empty_or_identical_generations_fire_through_evaluate(caplog):
-    task = bare(Seq2SeqTask, get_common("seq2seq"))
-    task.data = SimpleNamespace(features={"dev": {}})
+def test_seq2seq_empty_or_identical_generations_fire_through_evaluate(
+    caplog,
+    s2s_files,  # noqa: F811
+    model_from,
+):
+    task = built(s2s_config("", s2s_files), model_from)
+    assert isinstance(task, Seq2SeqTask)
     for texts, what in (
         ([""] * 4, "every one of 4 generations came out empty"),
         (["天气"] * 4, "every one of 4 generations came out as the same text '天气'"),
         (["天气", "好", "", "天气"], None),
     ):
-        task.predict_split = lambda run, name, t=texts: ([{"prediction": x} for x in t], {"f1": 1})
+        task.predict = lambda run, name, t=texts: t
+        task.score = lambda name, t: ([{"prediction": x} for x in t], {"f1": 1})
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger=LOGGER):
             values = task.evaluate(None, 5)

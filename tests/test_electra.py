@@ -13,9 +13,9 @@ from flax import traverse_util
 from trainer_worker import make_config, make_global_batch, make_task, tiny_model_config
 
 from albert_jax.model import electra, sharing
+from albert_jax.tasks.pretraining import ObjectiveError, objective_of, set_objective_data
 from albert_jax.train import trainer
 from albert_jax.train.optim import config_labels, make_optimizer
-from albert_jax.train.pretraining import ObjectiveError, objective_of, set_objective_data
 
 BATCH = {k: jnp.asarray(v) for k, v in make_global_batch(3).items()}
 

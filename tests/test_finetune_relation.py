@@ -18,11 +18,13 @@ from albert_jax.checkpoints import checkpoint, hf
 from albert_jax.checkpoints.errors import ConversionError
 from albert_jax.experiments import extraction
 from albert_jax.model.albert import LayerNorm, init_params
-from albert_jax.model.heads import ConditionalLayerNorm, build_model
+from albert_jax.model.heads import ConditionalLayerNorm
 from albert_jax.tasks import relation as R
 from albert_jax.tasks import run as runs
 from albert_jax.tasks.data import DataError
+from albert_jax.tasks.finetuning import FinetuneTask
 from albert_jax.text.tokenization import load_tokenizer
+from configs.finetune.common import get_common
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "tests", "fixtures", "formats", "duie_sample.jsonl")
@@ -174,16 +176,14 @@ def test_sampled_subjects_and_their_object_labels():
     assert hot == {(0, 4, 0, 0), (0, 5, 0, 1), (0, 6, 1, 0), (0, 6, 1, 1)}
 
 
-def test_loss_uses_the_global_batch_counts():
+def test_loss_uses_the_global_batch_counts(model_from):
     """The loss of a batch equals the sum of its halves' losses under the whole batch's
     normalizers (how gradient accumulation and data parallelism split it)."""
-    task = R.RelationTask.__new__(R.RelationTask)  # the loss needs the model and predicates only
-    examples, _ = R.read_duie(SAMPLE)
-    task.predicates = sorted({t.predicate for e in examples for t in e.triples})
-    config = tiny_config(vocab_size=120, num_layers=2)
-    task.model = build_model(config, {"type": "relation_extraction", "num_labels": 9})
-    feats, _ = R.featurize_relations(examples, load_tokenizer(TOKENIZER), 24, task.predicates)
-    batch = {k: jnp.asarray(v) for k, v in feats.items()}
+    config = get_common("relation")
+    config.task.update(train=SAMPLE, max_seq_length=24)
+    config.model_from = model_from
+    task = FinetuneTask.from_config(config, load_tokenizer(TOKENIZER), splits=("train",))
+    batch = {k: jnp.asarray(v) for k, v in task.data.features["train"].items()}
     params = jax.jit(lambda key: init_params(task.model, key))(jax.random.key(0))
     loss_fn = jax.jit(task.loss)
     norms = task.normalizers(batch)

@@ -1,6 +1,9 @@
 """Losses as run_pretraining.py defines them, checked against direct NumPy arithmetic."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from albert_jax.model import losses
 
@@ -55,3 +58,65 @@ def test_pretraining_loss_is_mlm_plus_sop_with_the_reference_denominator():
     np.testing.assert_allclose(m["sop_loss"], sop_nll, rtol=1e-6)
     np.testing.assert_allclose(total, mlm_nll + sop_nll, rtol=1e-6)
     assert set(m) == {"mlm_loss", "mlm_accuracy", "sop_loss", "sop_accuracy"}
+
+
+# ---------------------------------------------------------------- the one cross-entropy
+# The hand-written copies `losses.cross_entropy` replaced, kept verbatim as references: it must
+# give each one's values and gradients to the bit (compared as arrays: +0.0 == -0.0).
+def _old_nll(logits, labels):  # losses._nll (MLM, SOP)
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    return -jnp.sum(logp * jax.nn.one_hot(labels, logp.shape[-1], dtype=logp.dtype), axis=-1)
+
+
+def _old_classification(logits, label):  # classification and choice (-inf padded options)
+    logp = jax.nn.log_softmax(logits)
+    return -jnp.take_along_axis(logp, label[:, None], axis=1)[:, 0]
+
+
+def _old_tagging(logits, labels):  # tagging and seq2seq's _token_nll: labels < 0 masked
+    mask = labels >= 0
+    logp = jax.nn.log_softmax(logits)
+    nll = -jnp.take_along_axis(logp, jnp.maximum(labels, 0)[..., None], axis=-1)[..., 0]
+    return nll * mask
+
+
+def _old_qa(logits, pos):  # qa: [B, T, 2] logits over positions, [B, 2] targets
+    logp = jax.nn.log_softmax(logits, axis=1)
+    return -jnp.take_along_axis(logp, pos[:, None, :], axis=1)[:, 0]
+
+
+def _cases():
+    rng = np.random.default_rng(3)
+    mlm = rng.normal(size=(3, 4, 11)).astype(np.float32)
+    mlm_ids = rng.integers(0, 11, size=(3, 4))
+    cls = rng.normal(size=(5, 3)).astype(np.float32)
+    cls_ids = rng.integers(0, 3, size=5)
+    choice = np.where(np.arange(4) < 3, rng.normal(size=(5, 4)), -np.inf).astype(np.float32)
+    tags = rng.normal(size=(2, 6, 5)).astype(np.float32)
+    tag_ids = np.where(rng.random((2, 6)) < 0.3, -100, rng.integers(0, 5, size=(2, 6)))
+    qa = rng.normal(size=(3, 7, 2)).astype(np.float32)
+    qa_pos = rng.integers(0, 7, size=(3, 2))
+    ce = losses.cross_entropy
+    return {
+        "mlm": (_old_nll, ce, mlm, mlm_ids),
+        "classification": (_old_classification, ce, cls, cls_ids),
+        "choice": (_old_classification, ce, choice, cls_ids % 3),
+        "tagging": (_old_tagging, lambda x, y: ce(x, y, y >= 0), tags, tag_ids),
+        "qa": (_old_qa, lambda x, y: ce(x, y, axis=1), qa, qa_pos),
+    }
+
+
+@pytest.mark.parametrize("case", ["mlm", "classification", "choice", "tagging", "qa"])
+def test_cross_entropy_equals_each_old_copy_to_the_bit(case):
+    old, new, logits, labels = _cases()[case]
+    weights = np.random.default_rng(4).random(np.shape(old(logits, labels))).astype(np.float32)
+
+    def total(f):  # a weighted sum: every position's gradient differs
+        return jax.jit(jax.value_and_grad(lambda x: jnp.sum(weights * f(x, labels))))
+
+    for f in (old, new):
+        assert np.all(np.isfinite(f(logits, labels)))
+    np.testing.assert_array_equal(jax.jit(new)(logits, labels), jax.jit(old)(logits, labels))
+    (v_old, g_old), (v_new, g_new) = total(old)(logits), total(new)(logits)
+    np.testing.assert_array_equal(v_new, v_old)
+    np.testing.assert_array_equal(g_new, g_old)

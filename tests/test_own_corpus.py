@@ -386,7 +386,7 @@ def test_a_too_small_eval_split_is_named(texts, tmp_path):
     """An evaluation split with fewer examples than one batch: a clear error, not StopIteration;
     one with fewer than eval_batches full batches: the mean over those it has."""
     from albert_jax.data.pipeline import DataConfigError, resolve_paths
-    from albert_jax.train.pretraining import PretrainingTask
+    from albert_jax.tasks.pretraining import PretrainingTask
     from configs.pretrain import cpu_small
 
     config = cpu_small.get_config()
@@ -463,7 +463,7 @@ def test_cross_eval_scores_the_sentence_head_on_both_tasks(texts, tmp_path):
     """cross_eval: `sop_task_accuracy` comes from SOP pairs, `nsp_task_accuracy` from NSP pairs
     (told apart here by the debug fields: NSP never swaps, SOP never takes a random B)."""
     from albert_jax.data.pipeline import resolve_paths
-    from albert_jax.train.pretraining import PretrainingTask
+    from albert_jax.tasks.pretraining import PretrainingTask
     from configs.pretrain import cpu_small
 
     config = cpu_small.get_config()
@@ -538,7 +538,7 @@ def test_a_batch_that_does_not_split_over_the_devices_is_named(texts, tmp_path):
     import jax
 
     from albert_jax.data.pipeline import resolve_paths
-    from albert_jax.train.pretraining import PretrainingTask
+    from albert_jax.tasks.pretraining import PretrainingTask
     from albert_jax.train.trainer import TrainConfigError, train
     from configs.pretrain import cpu_small
 
@@ -556,7 +556,7 @@ def test_a_warmup_longer_than_the_run_is_named(texts, tmp_path):
     """--config.total_steps=20 under the default 100 warmup steps: the optim keys named, as an
     input error (the CLI's one line and exit status 2), before anything is written."""
     from albert_jax.data.pipeline import resolve_paths
-    from albert_jax.train.pretraining import PretrainingTask
+    from albert_jax.tasks.pretraining import PretrainingTask
     from albert_jax.train.trainer import TrainConfigError, train
     from configs.pretrain import cpu_small
 

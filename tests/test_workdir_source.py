@@ -2,7 +2,7 @@
 writes it (orbax CheckpointManager, `checkpoints/<step>/state` holding step/params/opt_state/rng,
 the run's config.json, the corpus tokenizer under data/): newest and explicit steps read the saved
 parameters bit for bit, a damaged newest step falls back to the previous one, bad workdirs fail
-clearly, and `albert_jax.train.pretraining.write_model` writes WORKDIR/model. A slow test runs
+clearly, and `albert_jax.tasks.pretraining.write_model` writes WORKDIR/model. A slow test runs
 the real `python -m pretrain` on a tiny synthetic corpus and checks the same against its
 checkpoints."""
 
@@ -179,7 +179,7 @@ def test_missing_tokenizer_is_a_note(tmp_path):
 
 
 def test_write_model_at_the_end_of_a_run(workdir, tmp_path, capsys):
-    from albert_jax.train.pretraining import write_model
+    from albert_jax.tasks.pretraining import write_model
 
     path, states = workdir
     copy = tmp_path / "run"

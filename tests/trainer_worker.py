@@ -96,7 +96,7 @@ def _dataset(
 
 def make_task(config, sleep_from=None, inf_at=None, delay_from=None, model=None):
     """The synthetic task on `model` (an AlbertConfig; default `tiny_model_config()`)."""
-    from albert_jax.train.pretraining import ElectraTask, PretrainingTask
+    from albert_jax.tasks.pretraining import ElectraTask, PretrainingTask
 
     base = ElectraTask if config.get("objective", "mlm+sop") == "electra" else PretrainingTask
 

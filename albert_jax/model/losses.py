@@ -11,11 +11,17 @@ import jax
 import jax.numpy as jnp
 
 
-def _nll(logits, labels):
-    """-log p(label) through a one-hot product, as the reference: its gradient stays elementwise
-    (`take_along_axis`'s is a scatter into a zero-filled [B, P, V] buffer)."""
-    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-    return -jnp.sum(logp * jax.nn.one_hot(labels, logp.shape[-1], dtype=logp.dtype), axis=-1)
+def cross_entropy(logits, labels, weights=None, axis=-1):
+    """-log softmax(logits)[label] along `axis` (in float32), times `weights` when given: the
+    one masked cross-entropy of every loss here and of the fine-tuning tasks. The label's
+    log-probability is picked with a one-hot select, as the reference's one-hot product: its
+    gradient stays elementwise (`take_along_axis`'s is a scatter into a zero-filled [B, P, V]
+    buffer), and a -inf logit (a padded option) adds no 0 * -inf NaN. A negative label picks
+    nothing (0): mask such positions out with `weights`."""
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=axis)
+    pick = jax.nn.one_hot(labels, logp.shape[axis], axis=axis, dtype=jnp.bool_)
+    nll = -jnp.sum(jnp.where(pick, logp, 0.0), axis=axis)
+    return nll if weights is None else nll * weights
 
 
 def mlm_denominator(weights):
@@ -26,7 +32,7 @@ def mlm_loss(logits, label_ids, weights, denominator=None):
     """sum(w * nll) / (sum(w) + 1e-5) over the whole batch: a mean over real masked tokens."""
     weights = weights.astype(jnp.float32)
     denominator = mlm_denominator(weights) if denominator is None else denominator
-    return jnp.sum(weights * _nll(logits, label_ids)) / denominator
+    return jnp.sum(cross_entropy(logits, label_ids, weights)) / denominator
 
 
 def mlm_accuracy(logits, label_ids, weights, denominator=None):
@@ -39,7 +45,7 @@ def mlm_accuracy(logits, label_ids, weights, denominator=None):
 def sop_loss(logits, labels, denominator=None):
     """Mean softmax cross-entropy of the sentence-order (or next-sentence) labels."""
     denominator = labels.shape[0] if denominator is None else denominator
-    return jnp.sum(_nll(logits, labels)) / denominator
+    return jnp.sum(cross_entropy(logits, labels)) / denominator
 
 
 def sop_accuracy(logits, labels, denominator=None):

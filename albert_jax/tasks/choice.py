@@ -16,13 +16,13 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from etils import epath
 
 from albert_jax import paths
 from albert_jax.model.flops import forward_flops_per_sequence
+from albert_jax.model.losses import cross_entropy
 from albert_jax.tasks import metrics as M
 from albert_jax.tasks.data import DataError, _special_ids
 from albert_jax.tasks.finetuning import FinetuneTask
@@ -229,8 +229,7 @@ class ChoiceTask(FinetuneTask):
     def loss(self, params, batch, norms, rng):
         logits = self.apply(params, batch, rng)  # [B, C]
         masked = jnp.where(batch["choice_mask"] > 0, logits, -jnp.inf)
-        logp = jax.nn.log_softmax(masked)
-        nll = -jnp.take_along_axis(logp, batch["label"][:, None], axis=1)[:, 0]
+        nll = cross_entropy(masked, batch["label"])
         n = norms["examples"]
         correct = jnp.argmax(masked, -1) == batch["label"]
         return jnp.sum(nll) / n, {"accuracy": jnp.sum(correct) / n}

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from albert_jax.model.losses import cross_entropy
 from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
 from albert_jax.tasks.finetuning import FinetuneError, FinetuneTask
@@ -31,8 +32,7 @@ class ClassificationTask(FinetuneTask):
         if self.data.task_type == "regression":
             err = jnp.square(logits[:, 0] - batch["label"])
             return jnp.sum(err) / n, {"mse": jnp.sum(err) / n}
-        logp = jax.nn.log_softmax(logits)
-        nll = -jnp.take_along_axis(logp, batch["label"][:, None], axis=1)[:, 0]
+        nll = cross_entropy(logits, batch["label"])
         correct = jnp.argmax(logits, -1) == batch["label"]
         return jnp.sum(nll) / n, {"accuracy": jnp.sum(correct) / n}
 

@@ -1,5 +1,6 @@
-"""What every fine-tuning task shares: the registry of task types, the starting point, the data,
-the `FinetuneTask` base (the `albert_jax.train.trainer.Task` interface) and the config checks.
+"""What every fine-tuning task shares: the registry of task types, the data, the `FinetuneTask`
+base (the `albert_jax.train.task.Task` interface) and the config checks (the starting point and
+the checks before a run starts: `albert_jax.tasks.start`).
 
 Each task type names a module in `TASK_MODULES` (classification and regression:
 `albert_jax.tasks.classification`, tagging: `.tagging`, extractive QA: `.qa`, multiple choice:
@@ -11,8 +12,9 @@ A task module provides, `t` being `config.task` and `data` the `FinetuneData`:
   targets) and counts (`examples`, `truncated`, ...);
 - `head(data, t)` -> the head dict's task fields: its `type` and `num_labels` at least (the
   shared ones, e.g. `max_seq_length`, are added here);
-- `Task`: a `FinetuneTask` subclass: loss, eval_step and `score(split, outputs)` -> (rows,
-  metrics), or `predict_split(run, split)` when it drives the model itself;
+- `Task`: a `FinetuneTask` subclass (`albert_jax.train.task.Task`): loss, eval_step and
+  `score(split, predictions)` -> (rows, metrics), and `predict(run, split)` when it drives the
+  model itself;
 
 and optionally (absent: nothing to do):
 
@@ -21,9 +23,9 @@ and optionally (absent: nothing to do):
 - `labels(data, t)` -> the label list (`data.labels`), or None when the task has none.
 
 `FinetuneData` reads the starting checkpoint (anything `albert_jax.checkpoints.source` reads, or a
-pretraining workdir), applies `unshare`, picks the tokenizer and has the task's module read and
-featurize every split once. `albert_jax.tasks.run.run(config, workdir)` trains one or several
-seeds (schedules, learning rate) and summarizes them.
+pretraining workdir: `start.load_init`), applies `unshare`, picks the tokenizer and has the task's
+module read and featurize every split once. `albert_jax.tasks.run.run(config, workdir)` trains
+one or several seeds (schedules, learning rate) and summarizes them.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ import importlib
 import json
 import logging
 import math
-import os
 import re
 from typing import Any
 
@@ -44,21 +45,16 @@ from etils import epath
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
-from albert_jax.checkpoints.source import (
-    ConversionError,
-    Source,
-    describe,
-    load_source,
-    read_config,
-    read_tokenizer,
-)
-from albert_jax.model import presets, sharing
+from albert_jax.checkpoints.source import read_tokenizer
+from albert_jax.model import sharing
 from albert_jax.model.flops import forward_flops_per_sequence
 from albert_jax.model.heads import build_model
 from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
+from albert_jax.tasks.start import RANDOM_INIT, FinetuneError, blank_source, load_init
 from albert_jax.train.faults import crash_point
 from albert_jax.train.optim import check_optim_config, regex_list
+from albert_jax.train.task import Task
 from albert_jax.train.trainer import to_host
 
 # Task type -> its module (the interface above), imported when a run names it: the modules
@@ -73,7 +69,6 @@ TASK_MODULES = {
     "seq2seq": "albert_jax.tasks.seq2seq",
 }
 TASK_TYPES = tuple(TASK_MODULES)
-UNSHARE = {"": None, "all": ("attention", "ffn"), "attention": ("attention",), "ffn": ("ffn",)}
 INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 FRESH_HEAD = "^classifier/"  # every task's fresh head (the seq2seq task has none: nothing matches)
 DRIFT_FILE = "drift.jsonl"  # an unshared run's layer drift per evaluation (`on_evaluation`)
@@ -85,101 +80,30 @@ def task_module(task_type: str):
     return importlib.import_module(TASK_MODULES[task_type])
 
 
-class FinetuneError(ValueError):
-    """A fine-tuning setup that cannot work (the message says what to change)."""
-
-
 # ---------------------------------------------------------------- the starting point and data
-
-
-RANDOM_INIT = "none"  # config.init: no checkpoint, every weight freshly initialized
-
-
-def load_init(init: str, unshare: str = "", *, tokenizer: str = "", model_from: str = ""):
-    """(Source, notes): the checkpoint at `init` with the named sub-blocks unshared. With
-    `init='none'` (the random-init control) no weights are read: the Source has the shape of
-    `model_from` (`random_init_source`), the tokenizer at `tokenizer` and no parameters, so the
-    trainer keeps every leaf of the model's own initialization, as `fresh_params='.*'` does."""
-    if not init:
-        raise FinetuneError(
-            "config.init is empty: name the checkpoint to fine-tune (ours, a transformers "
-            "directory, a Google TF1 checkpoint or a pretraining workdir), or 'none' for random "
-            "weights"
-        )
-    if unshare not in UNSHARE:
-        raise FinetuneError(f"unshare must be one of {sorted(UNSHARE)}, got {unshare!r}")
-    if init == RANDOM_INIT:
-        source, notes = random_init_source(tokenizer, model_from)
-    else:
-        source, notes = load_source(init), []
-    before = source.config.layout
-    blocks = UNSHARE[unshare] or ()
-    L = source.config.num_layers
-    groups = {f"{b}_groups": L for b in blocks}
-    if groups and source.params:
-        source.params, source.config = sharing.regroup(source.params, source.config, **groups)
-    elif groups:  # random weights: only the shape changes
-        source.config = source.config.replace(**groups)
-    notes += [f"layout {before} -> {source.config.layout}"] if groups else []
-    return source, notes
-
-
-def random_init_source(tokenizer: str, model_from: str):
-    """(Source without parameters, notes) for `init='none'`: the model config of `model_from`
-    (a checkpoint, pretraining workdir, config.json or preset: `convert.read_config`) with the
-    vocabulary of the tokenizer directory `tokenizer`."""
-    if not tokenizer:
-        raise FinetuneError(
-            "--config.init=none needs --config.tokenizer=DIR (a tokenizer directory, checkpoint "
-            "or pretraining workdir, e.g. runs/cpu_small/model or runs/cpu_small/data/tokenizer):"
-            " random weights come without a tokenizer"
-        )
-    if not model_from:
-        raise FinetuneError(
-            "--config.init=none needs --config.model_from=SRC for the model's shape: a "
-            "checkpoint or pretraining workdir (its config only; e.g. runs/cpu_small/model), "
-            f"its config.json, or a preset ({', '.join(presets.NAMES)})"
-        )
-    try:
-        tok = read_tokenizer(tokenizer)
-    except ConversionError as e:
-        raise FinetuneError(f"--config.tokenizer: {e}") from e
-    if tok is None:
-        raise FinetuneError(f"--config.tokenizer={tokenizer}: no tokenizer there")
-    try:
-        config = read_config(model_from)
-    except ConversionError as e:
-        raise FinetuneError(
-            f"--config.model_from: {e} (expected a checkpoint, pretraining workdir, config.json "
-            f"or preset: {', '.join(presets.NAMES)})"
-        ) from e
-    vocab = []
-    if config.vocab_size != tok.vocab_size:  # the embeddings are fresh: the tokenizer decides
-        vocab = [f"vocab_size {config.vocab_size} -> {tok.vocab_size} (the tokenizer's)"]
-        config = config.replace(vocab_size=tok.vocab_size)
-    shape = f"the shape of {model_from} ({describe(config)}), tokenizer {tokenizer}"
-    notes = [f"random init (init=none): {shape}", *vocab]
-    location = f"random weights (init=none, shape of {model_from})"
-    return Source(config, {}, tok, RANDOM_INIT, location), notes
 
 
 class FinetuneData:
     """Everything a run needs that does not depend on the seed: the model config, the starting
     weights, the tokenizer, the label list and the featurized splits."""
 
-    def __init__(self, config, splits=("train", "dev", "test")):
+    def __init__(self, config, splits=("train", "dev", "test"), source=None):
+        """`source`: the starting point (a `Source`) instead of `config.init`'s."""
         t = config.task
         self.task_type = t.type
         if t.type not in TASK_TYPES:
             raise FinetuneError(f"task.type must be one of {TASK_TYPES}, got {t.type!r}")
         self.module = task_module(t.type)
         self.random_init = config.init == RANDOM_INIT
-        self.source, self.notes = load_init(
-            config.init,
-            config.get("unshare", "") or "",
-            tokenizer=config.get("tokenizer", "") or "",
-            model_from=config.get("model_from", "") or "",
-        )
+        if source is not None:
+            self.source, self.notes = source, []
+        else:
+            self.source, self.notes = load_init(
+                config.init,
+                config.get("unshare", "") or "",
+                tokenizer=config.get("tokenizer", "") or "",
+                model_from=config.get("model_from", "") or "",
+            )
         self.fresh_params = regex_list(config.get("fresh_params", ()))
         overrides = {k: v for k, v in config.get("model", {}).items() if v is not None}
         self.classifier_dropout = float(overrides.pop("classifier_dropout", 0.1))
@@ -260,9 +184,11 @@ class FinetuneData:
 # ---------------------------------------------------------------- tasks
 
 
-class FinetuneTask:
-    """What every task shares: model, iterators, evaluation loop, saving (a task module's `Task`
-    adds `targets`, `normalizers`, `loss`, `eval_step` and `score` or `predict_split`)."""
+class FinetuneTask(Task):
+    """What every fine-tuning task shares: model, iterators, evaluation, saving (a task module's
+    `Task` adds `targets`, `normalizers`, `loss`, `eval_step` and `score(split, predictions)` ->
+    (rows, metrics), the rows being the readable predictions written for a final split; a task
+    that drives the model itself, as generation does, also its own `predict`)."""
 
     progress_keys = ("loss", "accuracy", "learning_rate")
     final_splits = ("dev", "test")
@@ -282,6 +208,16 @@ class FinetuneTask:
         self.workdir = workdir
         metric = M.best_metric_name(data.task_type, config.get("best_metric", "") or None)
         self.best_metric = (metric, "max" if M.higher_is_better(metric) else "min")
+
+    @staticmethod
+    def from_config(config, tokenizer, workdir=None, splits=("train", "dev", "test")):
+        """The task of `config.task.type` built from `config` and `tokenizer` alone: the model
+        freshly initialized with the shape of `config.model_from` (a preset, checkpoint or
+        config.json; `config.model` overrides it) and the tokenizer's vocabulary, the splits
+        `config.task` names read and featurized. For tests and tools: `config.init` is not read
+        (a run starts from it through `FinetuneData(config)`)."""
+        source, _ = blank_source(tokenizer, config.get("model_from", "") or "albert-base")
+        return make_task(config, FinetuneData(config, splits, source=source), workdir)
 
     # --- trainer interface
     def dummy_batch(self):
@@ -337,14 +273,17 @@ class FinetuneTask:
             head=self.head,
         )  # fmt: skip
 
+    def predict(self, run, split=None):
+        """eval_step's outputs for every example of `split` (`dev` unless named), in order."""
+        return predict_all(run, self.data.features[split or "dev"], self.eval_batch_size)
+
     def evaluate(self, run, step, split=None) -> dict[str, float]:
         """Scores the whole split (`dev` unless named); with a named split (the final
         evaluation) the predictions are written to `workdir/predictions/SPLIT.jsonl`."""
         name = split or "dev"
         if name not in self.data.features:
             return {}
-        outputs = predict_all(run, self.data.features[name], self.eval_batch_size)
-        rows, values = self.flag_collapse(name, step, *self.score(name, outputs))
+        rows, values = self.flag_collapse(name, step, *self.score(name, self.predict(run, name)))
         if split is not None and self.workdir and jax.process_index() == 0:
             self.write_predictions(paths.join(self.workdir, "predictions", name), rows)
             crash_point("predictions")
@@ -449,7 +388,6 @@ def parse_seeds(config) -> list[int]:
         raise FinetuneError(f"seeds={given!r}: expected integers (--config.seeds=0,1,2)") from None
 
 
-SPLITS = ("train", "dev", "test")
 MIN_SEQ_LENGTH = 3
 
 
@@ -494,78 +432,3 @@ def check_config(config) -> None:
     if not 0 <= warmup <= 1:
         raise FinetuneError(f"warmup_fraction must be between 0 and 1, got {warmup!r}")
     check_optim_config(config.optim, auto=True)
-
-
-def dataset_to_build(config) -> str:
-    """The `task.prepare` dataset to build before the run ('' if none): only when its default
-    place `task.prepare_dir` does not exist yet and every split names its own file there
-    (train.EXT, dev.EXT, test.EXT, one extension). A missing file anywhere else is the user's (a
-    typo in their own directory must not have ours built over it), and a dataset already there
-    is never built again (its files may have been edited): `check_files` names the file."""
-    t = config.task
-    name, home = t.get("prepare", ""), t.get("prepare_dir", "")
-    if not name or not home or not t.train or epath.Path(home).exists():
-        return ""
-    given = {split: t.get(split, "") for split in SPLITS if t.get(split, "")}
-    exts = {os.path.splitext(path)[1] for path in given.values()}
-    for split, path in given.items():
-        stem, where = os.path.splitext(os.path.basename(path))[0], os.path.dirname(path)
-        if stem != split or os.path.abspath(where) != os.path.abspath(home) or len(exts) > 1:
-            return ""
-    return name
-
-
-def check_files(config) -> None:
-    """Every data file named in task.train / dev / test exists (a file, or a directory of
-    files: RACE's dev/)."""
-    t = config.task
-    for split in SPLITS:
-        path = t.get(split, "")
-        if path and not epath.Path(path).exists():
-            name, home = t.get("prepare", ""), t.get("prepare_dir", "")
-            hint = ""
-            if name and home and epath.Path(home).exists():
-                hint = (
-                    f" ({home} exists and is not built again over its files; `python -m "
-                    f"finetune.prepare {name} --out {home}` rebuilds it)"
-                )
-            elif name and home:
-                hint = (
-                    f" (the {name} dataset is only built at its default place {home}; run "
-                    f"`python -m finetune.prepare {name} --out DIR` to build it elsewhere)"
-                )
-            raise FinetuneError(f"task.{split} {path} does not exist{hint}")
-
-
-# What a rerun must keep to resume (or re-report) a run: its data and task settings (every
-# `task.*` key) and its starting point. Schedules, seeds and the optimizer are left out: the
-# saved config.json holds them resolved (steps from epochs, the searched learning rate).
-RESUME_KEYS = ("init", "unshare", "fresh_params", "tokenizer", "model_from", "max_train_examples")
-
-
-def check_rerun(config, workdir: str) -> None:
-    """A rerun on a workdir with a run in it resumes that run: with other inputs its checkpoints,
-    best model and results would be the old inputs' under the new config.json. Refused, naming
-    each changed key, unless `start_over` is set."""
-    if config.get("start_over", False):
-        return
-    wd = epath.Path(workdir)  # several seeds: each seed_S has its own
-    saved = [wd / "config.json"] if (wd / "config.json").exists() else wd.glob("seed_*/config.json")
-    saved = sorted(saved)
-    if not saved:
-        return
-    old = json.loads(saved[0].read_text())
-    new = json.loads(config.to_json_best_effort())
-    changed = []
-    task_keys = [f"task.{k}" for k in new.get("task", {}) if k in old.get("task", {})]
-    for key in [k for k in RESUME_KEYS if k in old and k in new] + task_keys:
-        a, b = old, new
-        for part in key.split("."):
-            a, b = a[part], b[part]
-        if a != b:
-            changed.append(f"{key} was {a!r}, now {b!r}")
-    if changed:
-        raise FinetuneError(
-            f"{workdir} holds a run with other inputs ({'; '.join(changed)}): rerun with its "
-            "settings to resume it, or pass --config.start_over=True to start over"
-        )

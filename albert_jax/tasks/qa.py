@@ -17,11 +17,11 @@ import os
 import re
 from collections.abc import Sequence
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from albert_jax import paths
+from albert_jax.model.losses import cross_entropy
 from albert_jax.tasks import metrics as M
 from albert_jax.tasks import squad
 from albert_jax.tasks.data import DataError, _special_ids, word_pieces
@@ -265,9 +265,8 @@ class QATask(FinetuneTask):
 
     def loss(self, params, batch, norms, rng):
         logits = self.apply(params, batch, rng)  # [B, T, 2]
-        logp = jax.nn.log_softmax(logits, axis=1)  # over positions
         pos = jnp.stack([batch["start_positions"], batch["end_positions"]], -1)  # [B, 2]
-        nll = -jnp.take_along_axis(logp, pos[:, None, :], axis=1)[:, 0]  # [B, 2]
+        nll = cross_entropy(logits, pos, axis=1)  # over positions: [B, 2]
         n = norms["examples"]
         hit = jnp.all(jnp.argmax(logits, axis=1) == pos, axis=-1)
         return jnp.sum(nll) / (2 * n), {"accuracy": jnp.sum(hit) / n}

@@ -21,7 +21,6 @@ from albert_jax.tasks.finetuning import (
     FinetuneError,
     make_task,
     parse_seeds,
-    predict_all,
     write_jsonl,
 )
 from albert_jax.train import lock
@@ -292,9 +291,6 @@ def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_s
         return jax.device_get(eval_fn(params, batch))
 
     run.params = params
-    if hasattr(task, "predict_split"):  # tasks that drive the model themselves (generation)
-        rows, values = task.predict_split(run, "input")
-    else:
-        rows, values = task.score("input", predict_all(run, data.features["input"], batch_size))
+    rows, values = task.score("input", task.predict(run, "input"))
     write_jsonl(paths.resolve(output_path), rows)
     return values

@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from albert_jax import paths
 from albert_jax.model import decoding
+from albert_jax.model.losses import cross_entropy
 from albert_jax.tasks import metrics as M
 from albert_jax.tasks import textgen
 from albert_jax.tasks.data import _special_ids
@@ -80,35 +80,35 @@ class Seq2SeqTask(FinetuneTask):
             )[: min(B, n - lo)]  # fmt: skip
         return out
 
-    def evaluate(self, run, step, split=None):
+    def predict(self, run, split=None):
+        """(generated ids per row, the teacher-forced [nll, tokens, correct] sums or None for a
+        split without targets) of `split`."""
         name = split or "dev"
-        if name not in self.data.features:
-            return {}
-        rows, values = self.flag_collapse(name, step, *self.predict_split(run, name))
-        if split is not None and self.workdir and jax.process_index() == 0:
-            self.write_predictions(paths.join(self.workdir, "predictions", name), rows)
-        return values
-
-    def predict_split(self, run, name):
-        """(rows, metrics) of split `name`: generated texts, scored when it has targets."""
         feats, examples = self.data.features[name], self.data.examples[name]
-        tok = self.data.tokenizer
-        texts = [textgen.decode_pieces(tok, g) for g in self.generate(run.params, feats)]
+        generated = self.generate(run.params, feats)
+        if not examples or examples[0].target is None:
+            return generated, None
+        keys = (*INPUTS, *self.targets)
+        return generated, predict_all(run, feats, self.eval_batch_size, keys).sum(0)
+
+    def score(self, split, predictions):
+        """(rows, metrics): the generated texts, scored when the split has targets."""
+        generated, sums = predictions
+        examples, tok = self.data.examples[split], self.data.tokenizer
+        texts = [textgen.decode_pieces(tok, g) for g in generated]
         rows = [
             {"where": ex.where, "source": ex.source, "prediction": t}
             | ({} if ex.target is None else {"target": ex.target})
             for ex, t in zip(examples, texts, strict=True)
         ]
         values = {}
-        if examples and examples[0].target is not None:
+        if sums is not None:
             refs = [textgen.reference_text(tok, ex.target) for ex in examples]
             values = textgen.generation_metrics(texts, refs, bool(self.head["char_level"]))
             values.pop("examples", None)
             if self.head.get("entity_scores"):
                 values.update(textgen.entity_scores(texts, refs))
-            nll, count, correct = predict_all(
-                run, feats, self.eval_batch_size, (*INPUTS, *self.targets)
-            ).sum(0)
+            nll, count, correct = sums
             values.update(loss=float(nll / max(count, 1)), token_accuracy=float(correct / count))
         return rows, values
 
@@ -122,9 +122,7 @@ class Seq2SeqTask(FinetuneTask):
 
 def _token_nll(logits, labels):
     mask = labels >= 0
-    logp = jax.nn.log_softmax(logits)
-    nll = -jnp.take_along_axis(logp, jnp.maximum(labels, 0)[..., None], axis=-1)[..., 0]
-    return nll * mask, (jnp.argmax(logits, -1) == labels) & mask
+    return cross_entropy(logits, labels, mask), (jnp.argmax(logits, -1) == labels) & mask
 
 
 # ---------------------------------------------------------------- the task-module protocol

@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
+from albert_jax.model.losses import cross_entropy
 from albert_jax.tasks import classification
 from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
@@ -29,11 +29,9 @@ class TaggingTask(FinetuneTask):
         logits = self.apply(params, batch, rng)
         labels = batch["labels"]
         mask = labels >= 0  # only first pieces: the masked mean over the global batch's words
-        logp = jax.nn.log_softmax(logits)
-        nll = -jnp.take_along_axis(logp, jnp.maximum(labels, 0)[..., None], axis=-1)[..., 0]
         n = norms["tokens"]
         correct = (jnp.argmax(logits, -1) == labels) & mask
-        return jnp.sum(nll * mask) / n, {"accuracy": jnp.sum(correct) / n}
+        return jnp.sum(cross_entropy(logits, labels, mask)) / n, {"accuracy": jnp.sum(correct) / n}
 
     def eval_step(self, params, batch):
         return jnp.argmax(self.apply(params, batch, None), -1).astype(jnp.int32)

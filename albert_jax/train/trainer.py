@@ -1,7 +1,7 @@
 """One trainer for pretraining and fine-tuning: sharded train state, jitted step with gradient
 accumulation, evaluation, orbax checkpoints with exact resume, metrics.
 
-A *task* (`Task` below; `albert_jax.train.pretraining.PretrainingTask`, the fine-tuning tasks in
+A *task* (`albert_jax.train.task.Task`: the pretraining tasks and the fine-tuning tasks in
 `albert_jax.tasks`) supplies everything that differs between jobs; `train()` knows no task by name.
 Its loss and metrics are sums over the examples it is given divided by normalizers computed on the
 whole global batch, so the micro-batch contributions add up to exactly the full-batch values.
@@ -33,7 +33,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import flax.linen as nn
 import flax.struct
@@ -53,6 +53,7 @@ from albert_jax.train.faults import crash_point
 from albert_jax.train.metrics import MetricWriter, Progress, log_to_file
 from albert_jax.train.optim import check_patterns, make_optimizer, path_matcher
 from albert_jax.train.prefetch import DevicePrefetch
+from albert_jax.train.task import Task
 
 # Steps the host may dispatch ahead of the device between sync steps (each holds its batch).
 RUN_AHEAD = 2
@@ -76,38 +77,6 @@ def check_batch(batch_size: int, accum: int, mesh) -> None:
             f"it a multiple of {accum * shards} (data.global_batch_size for pretraining, "
             "batch_size for fine-tuning) or change mesh_shape / grad_accum_steps"
         )
-
-
-class Task(Protocol):
-    """What `train()` needs from a job. Optional members are marked; see the implementations."""
-
-    model_config: Any  # AlbertConfig
-    model: nn.Module
-    global_batch_size: int
-    seq_length: int  # for tokens/s
-    progress_keys: tuple[str, ...]  # metrics shown on the progress bar
-
-    def dummy_batch(self) -> dict[str, Any]: ...  # model.init keyword arguments
-    def normalizers(self, batch) -> dict[str, jax.Array]: ...  # whole-global-batch denominators
-    def loss(self, params, batch, norms, rng) -> tuple[jax.Array, dict]: ...  # rng None: eval
-    def train_iterator(self, process_index: int, process_count: int): ...  # grain, checkpointable
-    def flops_per_example(self) -> float: ...  # training FLOPs (forward + backward)
-    def eval_step(self, params, batch) -> Any: ...  # jitted by the trainer
-    # `run(local_batch)` -> eval_step's outputs for the global batch, on the host; `run.params`
-    # are the parameters evaluated.
-    def evaluate(self, run: Callable, step: int, split: str | None = None) -> dict: ...
-
-    # Optional:
-    # pretrained_params() -> {path: np.ndarray} | None: weights to start from (when not resuming)
-    # fresh_params: regexes of paths that start fresh even if the source has them
-    # best_metric: (name, 'max' | 'min'): keep the best model checkpoint by this eval metric
-    # save_model(path, params, info): write a model checkpoint (for the best one)
-    # final_splits: splits evaluated with the best parameters at the end (predictions written)
-    # stacked_paths() -> frozenset: leaves with a layer axis, when not model_config's alone
-    # finish_metrics(metrics) -> metrics: ratios formed after the micro-batch sums
-    # results_info: dict of fields written into results.json beside the scores (e.g. `init`)
-    # on_evaluation(params, step): called on every process after each training-time
-    #   evaluation with the parameters evaluated (fine-tuning's layer drift, `drift.jsonl`)
 
 
 @flax.struct.dataclass
@@ -182,7 +151,7 @@ def _split_micro(batch, steps: int, mesh):
     return jax.tree_util.tree_map(one, batch)
 
 
-def make_train_step(task, tx, schedule, mesh, accum_steps: int):
+def make_train_step(task: Task, tx, schedule, mesh, accum_steps: int):
     grad_fn = jax.value_and_grad(task.loss, has_aux=True)
 
     def train_step(state: TrainState, batch):
@@ -202,8 +171,7 @@ def make_train_step(task, tx, schedule, mesh, accum_steps: int):
             zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), zeros)
             zeros = (zeros[0][0], zeros[0][1], zeros[1])
             (loss, metrics, grads), _ = jax.lax.scan(body, zeros, (jnp.arange(accum_steps), micro))
-        if hasattr(task, "finish_metrics"):  # ratios of the accumulated sums
-            metrics = task.finish_metrics(metrics)
+        metrics = task.finish_metrics(metrics)  # ratios of the accumulated sums
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         metrics = dict(
@@ -224,20 +192,15 @@ def _rules(config):
 
 
 def stacked_paths(task) -> frozenset[str]:
-    """The leaves with a leading layer/group axis: the task's own (`task.stacked_paths()`, e.g.
-    two encoders), else those of `task.model_config`'s layout."""
-    own = getattr(task, "stacked_paths", None)
-    if own is not None:
-        return own()
-    config = getattr(task, "model_config", None)
-    return sharing.stacked_paths(config) if config is not None else frozenset()
+    """The leaves with a leading layer/group axis (`Task.stacked_paths`: `task.model_config`'s
+    layout, ELECTRA's two encoders each under its own)."""
+    return task.stacked_paths()
 
 
 def layer_view(task) -> frozenset[str]:
     """The stacked parameters the train state holds per layer (`sharing.split_layers`): those
     of an unrolled encoder. Checkpoints of the model, exports and conversions get them stacked."""
-    config = getattr(task, "model_config", None)
-    if config is None or config.scan_layers:
+    if task.model_config.scan_layers:
         return frozenset()
     return stacked_paths(task)
 
@@ -303,15 +266,15 @@ class CompiledTask:
         `announce`: print what was loaded, what is new and what was dropped."""
         task = self.task
         state = self.init_fn(jax.random.key(seed))
-        source = getattr(task, "pretrained_params", lambda: None)()
+        source = task.pretrained_params()
         if source is None:
             return state
         params, report = load_pretrained(
-            state.params, source, self.shardings.params, getattr(task, "fresh_params", ())
+            state.params, source, self.shardings.params, task.fresh_params
         )
         if announce:
             print(
-                f"initialized from {getattr(task, 'init_source', 'pretrained weights')}: "
+                f"initialized from {task.init_source}: "
                 f"loaded {len(report['loaded'])} ({_summarize(report['loaded'])}), "
                 f"new {len(report['new'])} ({_summarize(report['new'])}), dropped "
                 f"{len(report['dropped'])} ({_summarize(report['dropped'])})",
@@ -330,13 +293,11 @@ class CompiledTask:
         return self.task.evaluate(run, step, split)
 
 
-def compile_task(config, task, extra_tx: optax.GradientTransformation | None = None):
+def compile_task(config, task: Task, extra_tx: optax.GradientTransformation | None = None):
     """The `CompiledTask` of `task` under `config` (mesh, accumulation, optimizer); `extra_tx`
     is chained after the optimizer (the search's per-trial learning rate)."""
-    for where in ("model_config", "generator_config"):  # ELECTRA trains two networks
-        model_config = getattr(task, where, None)
-        if model_config is not None:
-            check_dtype(model_config.dtype, model_config.param_dtype)
+    for model_config in task.model_configs():  # ELECTRA trains two networks
+        check_dtype(model_config.dtype, model_config.param_dtype)
     mesh = partitioning.make_mesh(tuple(config.mesh_shape))
     accum = int(config.get("grad_accum_steps", 1))
     check_batch(int(task.global_batch_size), accum, mesh)
@@ -445,7 +406,7 @@ class StopSignal:
             signal.signal(signal.SIGTERM, self.previous)
 
 
-def train(config, workdir: str, task) -> dict[str, float]:
+def train(config, workdir: str, task: Task) -> dict[str, float]:
     """Train (or resume) to `config.total_steps`; returns the last logged training metrics.
 
     With `task.best_metric`, the best evaluation's parameters are kept as a model checkpoint in
@@ -524,9 +485,9 @@ def _train(config, workdir: str, task) -> dict[str, float]:
             total,
             enabled=is_main,
             bar=config.get("progress_bar", True),
-            keys=getattr(task, "progress_keys", None),
+            keys=task.progress_keys,
         )
-        best = _Best(workdir, getattr(task, "best_metric", None))
+        best = _Best(workdir, task.best_metric)
         stop = StopSignal()
         flops_per_step = task.flops_per_example() * batch_size
         peak = float(config.get("peak_flops_per_device", 0.0)) * jax.device_count()
@@ -578,8 +539,7 @@ def _train(config, workdir: str, task) -> dict[str, float]:
             crash_point("eval", step)
             writer.write(step, values, prefix="eval")
             progress.write(f"step {step}: eval " + _format(values))
-            if hasattr(task, "on_evaluation"):
-                task.on_evaluation(state.params, step)
+            task.on_evaluation(state.params, step)
             if best.update(step, values):
                 # to_host: a collective, every process takes part
                 host = sharing.stack_layers(to_host(state.params))
@@ -685,9 +645,9 @@ def _final_evaluation(task, evaluate, best, shardings, workdir, is_main) -> None
     _, params = checkpoint.load(paths.join(workdir, "best"))
     params = sharing.split_layers(params, layer_view(task))
     params = jax.tree_util.tree_map(jax.device_put, params, shardings.params)
-    results = {**getattr(task, "results_info", {})}
+    results = {**task.results_info}
     results.update(best_step=best.step, metric=best.name, best_eval=best.record["eval"])
-    for split in getattr(task, "final_splits", ()):
+    for split in task.final_splits:
         values = evaluate(params, best.step, split)
         results[split] = values
         if is_main:

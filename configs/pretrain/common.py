@@ -87,7 +87,7 @@ def trainer_defaults() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.seed = 0
     c.init = ""  # continued pretraining: start from this checkpoint (see pretrain/__main__.py)
-    # mlm+sop | mlm+nsp (with data.mode='nsp') | mlm | electra (albert_jax/train/pretraining.py)
+    # mlm+sop | mlm+nsp (with data.mode='nsp') | mlm | electra (albert_jax/tasks/pretraining.py)
     c.objective = "mlm+sop"
     c.electra = ml_collections.ConfigDict(
         {

@@ -25,6 +25,7 @@ from albert_jax.model import electra, presets, sharing
 from albert_jax.model.albert import AlbertForPreTraining
 from albert_jax.model.flops import train_flops_per_sequence
 from albert_jax.model.losses import mlm_denominator, pretraining_loss
+from albert_jax.train.task import Task
 
 OBJECTIVES = ("mlm+sop", "mlm+nsp", "mlm", "electra")
 # Batch fields the evaluation's majority baselines are computed from.
@@ -93,8 +94,8 @@ def make_task(config, data_config, pretrained=None):
     return PretrainingTask(config, data_config, pretrained=pretrained)
 
 
-class PretrainingTask:
-    """`albert_jax.train.trainer.Task` for MLM + SOP/NSP (or MLM-only) pretraining."""
+class PretrainingTask(Task):
+    """`albert_jax.train.task.Task` for MLM + SOP/NSP (or MLM-only) pretraining."""
 
     def __init__(self, config, data_config, model_config=None, pretrained=None):
         """`pretrained`: a `convert.Source` to start from (continued pretraining); the trainer
@@ -196,42 +197,55 @@ class PretrainingTask:
     def eval_step(self, params, batch):
         return self.loss(params, batch, self.normalizers(batch), None)[1]
 
-    def evaluate(self, run, step, split=None) -> dict[str, float]:
-        """Mean of the per-batch metrics over `config.eval_batches` held-out batches, or as many
-        full batches as one pass over the split gives (every batch is full and has the same size,
-        so each weighs the same). With `config.cross_eval` also the sentence head's accuracy on
-        held-out pairs of each sentence task, `sop_task_accuracy` and `nsp_task_accuracy` (the
-        paper's Table 5: a model trained for one scored on the other), each beside the accuracy
-        of always answering the more frequent label on those pairs (`..._task_majority`; with
-        the reference's random-document B for one-segment chunks, SOP pairs are not 50/50).
-
-        Beside the accuracies, the floors they must clear on the same held-out batches:
-        `mlm_majority_accuracy` (always predicting the most frequent target piece) and
-        `sop_majority_share` (always answering the more frequent sentence label)."""
-        del step, split
-        cross = self.config.get("cross_eval", False)
+    def predict(self, run, split=None) -> dict[str, list]:
+        """Per sentence task (the run's own and, with `config.cross_eval`, the other: the paper's
+        Table 5, a model trained for one scored on the other), per held-out batch: eval_step's
+        outputs and the whole global batch's targets the majority baselines are computed from
+        (`BASELINE_KEYS`). `config.eval_batches` batches, or as many full ones as one pass over
+        the split gives: the same batches at every evaluation."""
+        del split
         own = self.data.get("mode", "sop")
-        metrics = self._mean(run, own)
-        if cross:
+        modes = pairs.MODES if self.config.get("cross_eval", False) else (own,)
+        return {m: self._predict_mode(run, m) for m in (own, *(m for m in modes if m != own))}
+
+    def _predict_mode(self, run, mode) -> list[tuple[dict, dict]]:
+        where = (jax.process_index(), jax.process_count())
+        own = mode == self.data.get("mode", "sop")
+        it = self.eval_iterator(*where) if own else self.eval_iterator(*where, mode)
+        batches = []
+        for batch in itertools.islice(it, int(self.config.eval_batches)):
+            # The whole global batch's, as `run`'s metrics are (each process holds a slice).
+            host = _gather_host({k: batch[k] for k in BASELINE_KEYS if k in batch})
+            batches.append((run(batch), host))
+        if not batches:
+            raise self._small_eval_split()
+        return batches
+
+    def score(self, split, predictions) -> dict[str, float]:
+        """The mean of the per-batch metrics (every batch is full and has the same size, so each
+        weighs the same), beside the floors the accuracies must clear on the same batches:
+        `mlm_majority_accuracy` (always predicting the most frequent target piece) and
+        `sop_majority_share` (always answering the more frequent sentence label). With
+        `config.cross_eval` also `sop_task_accuracy` and `nsp_task_accuracy`, each beside the
+        accuracy of always answering the more frequent label on those pairs (`..._task_majority`;
+        with the reference's random-document B for one-segment chunks, SOP pairs are not
+        50/50)."""
+        del split
+        own = self.data.get("mode", "sop")
+        metrics = self._score_mode(predictions[own])
+        if len(predictions) > 1:
             for mode in pairs.MODES:
-                m = metrics if mode == own else self._mean(run, mode)
+                m = metrics if mode == own else self._score_mode(predictions[mode])
                 metrics[f"{mode}_task_accuracy"] = m["sop_accuracy"]
                 metrics[f"{mode}_task_majority"] = m["sop_majority_share"]
         return metrics
 
-    def _mean(self, run, mode) -> dict[str, float]:
-        where = (jax.process_index(), jax.process_count())
-        own = mode == self.data.get("mode", "sop")
-        it = self.eval_iterator(*where) if own else self.eval_iterator(*where, mode)
+    def _score_mode(self, batches) -> dict[str, float]:
         sums: dict[str, float] = {}
         per_token: dict[str, list[np.ndarray]] = {}  # arrays from eval_step, for `token_metrics`
         targets: list[tuple[np.ndarray, np.ndarray]] = []  # (masked_lm_ids, weights) per batch
         labels: list[np.ndarray] = []
-        n = 0
-        for batch in itertools.islice(it, int(self.config.eval_batches)):
-            values = run(batch)
-            # The whole global batch's, as `run`'s metrics are (each process holds a slice).
-            host = _gather_host({k: batch[k] for k in BASELINE_KEYS if k in batch})
+        for values, host in batches:
             if "masked_lm_ids" in host:
                 targets.append((host["masked_lm_ids"], host["masked_lm_weights"]))
             if "sentence_order_label" in host:
@@ -241,10 +255,7 @@ class PretrainingTask:
                     per_token.setdefault(k, []).append(np.asarray(v))
                 else:
                     sums[k] = sums.get(k, 0.0) + float(v)
-            n += 1
-        if n == 0:
-            raise self._small_eval_split()
-        metrics = {k: v / n for k, v in sums.items()}
+        metrics = {k: v / len(batches) for k, v in sums.items()}
         # Printed next to the accuracy they bound (the eval line keeps the dict's order).
         if "mlm_accuracy" in metrics and targets:
             floor = mlm_majority_accuracy(*zip(*targets, strict=True))
@@ -270,7 +281,7 @@ def mlm_majority_accuracy(ids, weights) -> float:
     """The held-out MLM accuracy of always predicting one piece, the most frequent (by weight)
     among all the evaluated targets: the best constant predictor, the floor a model must beat.
     Per batch with mlm_accuracy's weights and denominator, then averaged over the batches as
-    `evaluate` averages mlm_accuracy. `ids`, `weights`: one [B, P] array per batch."""
+    `score` averages mlm_accuracy. `ids`, `weights`: one [B, P] array per batch."""
     counts = np.bincount(
         np.concatenate([np.ravel(i) for i in ids]).astype(np.int64),
         weights=np.concatenate([np.ravel(w) for w in weights]).astype(np.float64),
@@ -335,6 +346,9 @@ class ElectraTask(PretrainingTask):
             raise ObjectiveError(
                 "cross_eval needs the sentence head: --config.electra.sentence_head=True"
             )
+
+    def model_configs(self):
+        return (self.model_config, self.generator_config)
 
     def stacked_paths(self) -> frozenset[str]:
         """Both encoders' layer-axis leaves, each under its own layout."""

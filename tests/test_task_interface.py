@@ -1,0 +1,62 @@
+"""The one task interface (`albert_jax.train.task.Task`): every fine-tuning task type is built
+from its config and a tokenizer alone (`FinetuneTask.from_config`), takes a training step through
+the trainer's compiled functions and is evaluated as predict(run, split) then score(split,
+predictions)."""
+
+import jax
+import numpy as np
+import pytest
+from test_finetune import TOKENIZER, files, make_config  # noqa: F401 (fixtures)
+from test_finetune_choice import choice_config, race  # noqa: F401
+from test_finetune_qa import qa_config, qa_files  # noqa: F401
+from test_finetune_relation import re_config, re_files  # noqa: F401
+from test_finetune_seq2seq import s2s_config, s2s_files  # noqa: F401
+
+from albert_jax.tasks import run as runs
+from albert_jax.tasks.finetuning import FinetuneTask
+from albert_jax.text.tokenization import load_tokenizer
+from albert_jax.train.task import Task
+from albert_jax.train.trainer import compile_task, global_batch, to_host
+
+# task type -> (config builder, the data fixture it reads, the metric its dev score must have)
+CASES = {
+    "classification": (lambda d: make_config("", "classification", d), "files", "accuracy"),
+    "regression": (lambda d: make_config("", "regression", d), "files", "pearson"),
+    "tagging": (lambda d: make_config("", "tagging", d), "files", "f1"),
+    "qa": (lambda d: qa_config("", d), "qa_files", "f1"),
+    "multiple_choice": (lambda d: choice_config("", d), "race", "accuracy"),
+    "relation": (lambda d: re_config("", d), "re_files", "f1"),
+    "seq2seq": (lambda d: s2s_config("", d), "s2s_files", "token_accuracy"),
+}
+
+
+@pytest.mark.parametrize("task_type", list(CASES))
+def test_each_task_type_builds_from_config_trains_and_evaluates(task_type, model_from, request):
+    build, fixture, metric = CASES[task_type]
+    config = build(request.getfixturevalue(fixture))
+    config.model_from = model_from
+    task = FinetuneTask.from_config(config, load_tokenizer(TOKENIZER))
+    assert isinstance(task, Task) and task.data.task_type == task_type
+    config = runs.resolve_schedule(config, len(task.data.features["train"]["input_ids"]))
+    config, _ = runs.resolve_learning_rate(config, task.model_config)
+    task.config = config
+
+    compiled = compile_task(config, task)
+    with compiled.scope():
+        state = compiled.initial_state(0)
+        batch = next(task.train_iterator(0, 1))
+        state, metrics = compiled.step_fn(state, global_batch(batch, compiled.mesh))
+        assert int(state.step) == 1 and np.isfinite(float(metrics["loss"]))
+
+        def run(local):
+            return to_host(compiled.eval_fn(state.params, global_batch(local, compiled.mesh)))
+
+        run.params = state.params
+        predictions = task.predict(run, "dev")
+    rows, values = task.score("dev", predictions)
+    assert len(rows) == len(task.data.examples["dev"])  # every dev example predicted once
+    assert metric in values and np.isfinite(values[metric])
+    # evaluate is the two in a row (plus the collapse flag)
+    with compiled.scope():
+        assert {k: v for k, v in task.evaluate(run, 1).items() if k != "collapsed"} == values
+    assert jax.tree.structure(state.params) == jax.tree.structure(compiled.abstract.params)
