@@ -28,9 +28,7 @@ def softmax(x):
 
 
 def pick(tree, groups, g):
-    """The parameters of group g of a sub-block (leaves stacked on axis 0 when groups > 1)."""
-    if groups == 1:
-        return tree
+    """The parameters of group g of a sub-block (its leaves stacked on axis 0, of length groups)."""
     return {k: pick(v, groups, g) if isinstance(v, dict) else v[g] for k, v in tree.items()}
 
 

@@ -12,7 +12,7 @@ import pytest
 from flax import traverse_util
 from trainer_worker import make_config, make_global_batch, make_task, tiny_model_config
 
-from albert_jax.model import electra, sharing
+from albert_jax.model import electra
 from albert_jax.tasks.pretraining import ObjectiveError, objective_of, set_objective_data
 from albert_jax.train import trainer
 from albert_jax.train.optim import config_labels, make_optimizer
@@ -133,36 +133,49 @@ def test_discriminator_loss_sends_no_gradient_into_the_generator():
 
 @pytest.mark.parametrize("disc_layout, gen_layout", [("all", "none"), ("none", "all")])
 def test_optimizer_takes_each_encoders_layer_axis_from_its_own_layout(disc_layout, gen_layout):
-    """LAMB's trust ratio is per layer on each stacked leaf of either encoder, one per leaf on a
-    shared one: the update equals that of the same tree with every layer a leaf of its own."""
+    """Every encoder leaf of either network carries its group axis (G = L unshared, 1 shared)
+    and LAMB's trust ratio is per group: the update equals that of the same tree with every
+    group a leaf of its own."""
     task = make_task(
         make_config(objective="electra", **{"electra.generator_layout": gen_layout}),
         model=tiny_model_config().with_layout(disc_layout),
     )
     stacked = trainer.stacked_paths(task)
     unshared = "encoder/attention/query/kernel"
-    assert (unshared in stacked) == (disc_layout == "none")
-    assert (f"generator/{unshared}" in stacked) == (gen_layout == "none")
+    assert unshared in stacked and f"generator/{unshared}" in stacked
     params = init_params_of(task)
+    L = tiny_model_config().num_layers
+    for enc, layout in (("", disc_layout), ("generator/", gen_layout)):
+        kernel = traverse_util.flatten_dict(params, sep="/")[f"{enc}{unshared}"]
+        assert kernel.shape[0] == (L if layout == "none" else 1)
     config = make_config()
     labels = config_labels(params, config.optim, task.model_config, stacked)
     for enc in ("", "generator/"):  # decay and trust-ratio masks by path, in either encoder
         norm, kernel = labels[f"{enc}encoder/ffn/LayerNorm/scale"], labels[f"{enc}{unshared}"]
         assert not norm.decay and not norm.adapt and kernel.decay and kernel.adapt
-        assert kernel.stacked == ((gen_layout if enc else disc_layout) == "none")
+        assert kernel.stacked
     rng = np.random.default_rng(0)
     grads = jax.tree_util.tree_map(lambda x: jnp.asarray(rng.normal(size=x.shape), x.dtype), params)
     config.optim.clip_norm = 0.0
     config.optim.warmup_steps = 0
     tx, _ = make_optimizer(config.optim, task.model_config, stacked=stacked)
     updates, _ = tx.update(grads, tx.init(params), params)
-    split = lambda t: sharing.split_layers(t, stacked)  # noqa: E731
+    split = lambda t: _per_group(t, stacked)  # noqa: E731
     ref_tx, _ = make_optimizer(config.optim, task.model_config, stacked=frozenset())
     ref, _ = ref_tx.update(split(grads), ref_tx.init(split(params)), split(params))
-    got, want = flat(updates), flat(sharing.stack_layers(ref))
+    got = flat(updates)
+    want = {k: jnp.stack(v) if isinstance(v, tuple) else v for k, v in flat(ref).items()}
     assert sorted(got) == sorted(want)
     for path in got:
         np.testing.assert_allclose(got[path], want[path], rtol=1e-5, atol=1e-8, err_msg=path)
+
+
+def _per_group(tree, paths):
+    """Every leaf at `paths` as a tuple of its group slices: each group a variable of its own."""
+    flat_tree = traverse_util.flatten_dict(tree, sep="/")
+    return traverse_util.unflatten_dict(
+        {k: tuple(v) if k in paths else v for k, v in flat_tree.items()}, sep="/"
+    )
 
 
 def test_flops_count_both_networks_as_xla_does():

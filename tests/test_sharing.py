@@ -19,6 +19,21 @@ def forward(cfg, params, batch):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_grouped_leaf_has_its_group_axis_scanned_or_unrolled(layout):
+    """One parameter tree per layout: each encoder/attention (encoder/ffn) leaf is [G, ...] with
+    G = attention_groups (ffn_groups), 1 included, and scan vs unrolled changes nothing in it."""
+    cfg = tiny_config(layout)
+    scanned = random_params(AlbertForPreTraining(cfg))
+    unrolled = random_params(AlbertForPreTraining(cfg.replace(scan_layers=False)))
+    assert jax.tree.structure(scanned) == jax.tree.structure(unrolled)
+    jax.tree.map(np.testing.assert_array_equal, scanned, unrolled)
+    for block, field in sharing.SUB_BLOCKS.items():
+        for leaf in jax.tree_util.tree_leaves(scanned["encoder"][block]):
+            assert leaf.shape[0] == getattr(cfg, field)
+    assert sharing.stacked_paths(cfg) == sharing.stacked_paths(cfg.with_layout("none"))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_unshare_keeps_outputs_and_gives_not_shared_layout(layout):
     cfg = tiny_config(layout)
     params = random_params(AlbertForPreTraining(cfg))
@@ -33,7 +48,7 @@ def test_unshare_keeps_outputs_and_gives_not_shared_layout(layout):
     q_new = new_params["encoder"]["attention"]["query"]["kernel"]
     for i in range(6):
         g = i * cfg.attention_groups // 6
-        np.testing.assert_array_equal(q_new[i], q_old[g] if cfg.attention_groups > 1 else q_old)
+        np.testing.assert_array_equal(q_new[i], q_old[g])
     a, b = forward(cfg, params, batch), forward(new_cfg, new_params, batch)
     np.testing.assert_allclose(a.sequence_output, b.sequence_output, atol=1e-6)
     np.testing.assert_allclose(a.mlm_logits, b.mlm_logits, atol=1e-5)

@@ -154,28 +154,25 @@ def test_grad_accumulation_matches_full_batch():
     )
 
 
-def test_unrolled_encoder_holds_layers_apart_and_trains_as_the_scanned_one():
-    """An unrolled model's stacked weights live per layer in the train state (no slice copies,
-    no gradient assembly; trainer.layer_view); its steps equal the scanned model's, whose state
-    holds them stacked (LAMB's trust ratio per layer either way)."""
+def test_unrolled_encoder_trains_as_the_scanned_one_on_the_same_tree():
+    """Scan vs unrolled is execution only: the train state holds the same stacked [G, ...]
+    leaves either way (G = 1 for a shared block), and the steps agree (LAMB's trust ratio per
+    group either way)."""
     from trainer_worker import tiny_model_config
 
-    from albert_jax.model import sharing
-
     mesh = partitioning.make_mesh((2, 1, 1), devices=jax.devices()[:2])
-    model = tiny_model_config().with_layout("none")
-    scanned, _, p_scan = _direct_steps(mesh, 1, 3, model=model.replace(scan_layers=True))
-    unrolled, _, p_view = _direct_steps(mesh, 1, 3, model=model.replace(scan_layers=False))
-    q = p_view["encoder"]["attention"]["query"]["kernel"]
-    assert isinstance(q, tuple) and len(q) == 4 and q[0].shape == (32, 32)
-    assert p_scan["encoder"]["attention"]["query"]["kernel"].shape == (4, 32, 32)
-    for a, b in zip(scanned, unrolled, strict=True):
-        np.testing.assert_allclose(b["loss"], a["loss"], rtol=1e-5)
-    jax.tree_util.tree_map(
-        lambda x, y: np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6),
-        p_scan,
-        sharing.stack_layers(p_view),
-    )
+    for layout, groups in (("none", 4), ("all", 1)):
+        model = tiny_model_config().with_layout(layout)
+        scanned, _, p_scan = _direct_steps(mesh, 1, 3, model=model.replace(scan_layers=True))
+        unrolled, _, p_loop = _direct_steps(mesh, 1, 3, model=model.replace(scan_layers=False))
+        assert jax.tree.structure(p_scan) == jax.tree.structure(p_loop)
+        for p in (p_scan, p_loop):
+            assert p["encoder"]["attention"]["query"]["kernel"].shape == (groups, 32, 32)
+        for a, b in zip(scanned, unrolled, strict=True):
+            np.testing.assert_allclose(b["loss"], a["loss"], rtol=1e-5)
+        jax.tree_util.tree_map(
+            lambda x, y: np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6), p_scan, p_loop
+        )
 
 
 def test_grad_accumulation_rejects_indivisible_batch():

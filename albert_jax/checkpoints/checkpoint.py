@@ -42,6 +42,7 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
+from albert_jax.checkpoints import legacy
 from albert_jax.checkpoints.common import expected_shapes, flatten
 from albert_jax.model.config import AlbertConfig
 from albert_jax.model.heads import MODELS
@@ -274,7 +275,9 @@ def load(path: str | os.PathLike) -> tuple[AlbertConfig, dict[str, Any]]:
                     "unreadable)"
                 )
             stored = meta.item_metadata.tree
+            want = expected_shapes(config, head)  # before 54ec26f a G = 1 leaf had no G axis
             shapes = jax.tree_util.tree_map(lambda m: tuple(m.shape), stored)
+            shapes = legacy.canonical_tree(shapes, want, legacy.canonical_shape)
             check_tree(config, shapes, path, head)
             device = jax.sharding.SingleDeviceSharding(jax.local_devices(backend="cpu")[0])
             target = jax.tree_util.tree_map(
@@ -285,7 +288,7 @@ def load(path: str | os.PathLike) -> tuple[AlbertConfig, dict[str, Any]]:
         raise
     except Exception as e:  # orbax/tensorstore errors on missing or damaged files
         raise CheckpointError(f"{path}: cannot restore parameters ({short_error(e)})") from e
-    return config, jax.tree_util.tree_map(np.asarray, params)
+    return config, legacy.canonical_tree(jax.tree_util.tree_map(np.asarray, params), want)
 
 
 def load_tokenizer(path: str | os.PathLike):

@@ -67,10 +67,6 @@ def layout_from_layer_groups(src_of_layer: list[int]) -> tuple[int, list[int], s
     return L, [int(s) for s in src], note
 
 
-def stack_groups(per_group: list[np.ndarray]) -> np.ndarray:
-    return per_group[0] if len(per_group) == 1 else np.stack(per_group)
-
-
 def check_and_build(
     config: AlbertConfig,
     source_names: dict[str, list[str]],

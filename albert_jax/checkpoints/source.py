@@ -29,8 +29,9 @@ import orbax.checkpoint as ocp
 from etils import epath
 
 from albert_jax import paths
-from albert_jax.checkpoints import checkpoint, hf, tf
+from albert_jax.checkpoints import checkpoint, hf, legacy, tf
 from albert_jax.checkpoints.checkpoint import short_error
+from albert_jax.checkpoints.common import expected_shapes
 from albert_jax.checkpoints.errors import ConversionError
 from albert_jax.data.pipeline import DataConfigError, load_tokenizer, resolve_paths
 from albert_jax.model import presets, sharing
@@ -249,12 +250,15 @@ def _restore_params(
             raise ConversionError(f"{state_dir}: no params in this train state")
         if keep is not None:
             stored = {"params": {k: v for k, v in stored["params"].items() if k in keep}}
-        # An unrolled run holds per-layer weights as lists (sharing.split_layers): stacked here.
+        # A state written up to 54ec26f may hold per-layer lists or leaves without their G = 1
+        # axis: read as written, then converted (`legacy`).
         shapes = jax.tree_util.tree_map(
             lambda m: (len(m), *m[0].shape) if _is_layer_list(m) else tuple(m.shape),
             stored["params"],
             is_leaf=_is_layer_list,
         )
+        want = expected_shapes(config)
+        shapes = legacy.canonical_tree(shapes, want, legacy.canonical_shape)
         checkpoint.check_tree(config, shapes, f"{state_dir} (against the run's config.json)")
         as_numpy = jax.tree_util.tree_map(
             lambda _: ocp.RestoreArgs(restore_type=np.ndarray), stored["params"]
@@ -264,7 +268,8 @@ def _restore_params(
             restore_args={"params": as_numpy},
             partial_restore=True,
         )
-        return sharing.stack_layers(handler.restore(epath.Path(state_dir), args=args)["params"])
+        params = handler.restore(epath.Path(state_dir), args=args)["params"]
+        return legacy.canonical_tree(params, want)
     except checkpoint.CheckpointError as e:
         raise ConversionError(str(e)) from e
     finally:

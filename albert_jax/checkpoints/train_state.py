@@ -21,6 +21,7 @@ import jax
 import orbax.checkpoint as ocp
 from jax.sharding import NamedSharding, PartitionSpec
 
+from albert_jax.checkpoints import legacy
 from albert_jax.checkpoints.checkpoint import CheckpointError, short_error
 
 # A state tree that differs from the checkpoint's: another model or optimizer setting. Runs with
@@ -107,10 +108,18 @@ class Checkpointer:
         failed = []
         for step in sorted(self.manager.all_steps(), reverse=True):
             try:
+                # A state written before every grouped leaf had its group axis is read as it
+                # was written and converted (`legacy`).
+                stored = getattr(self.manager.item_metadata(step)["state"], "tree", None)
+                layout = legacy.stored_layout(
+                    stored.get("params") if isinstance(stored, dict) else None,
+                    getattr(abstract_state, "params", None),
+                )
+                target = legacy.legacy_abstract(abstract_state, layout) if layout else None
                 restored = self.manager.restore(
                     step,
                     args=ocp.args.Composite(
-                        state=ocp.args.StandardRestore(_abstract_as_data(abstract_state)),
+                        state=ocp.args.StandardRestore(_abstract_as_data(target or abstract_state)),
                         data=grain.checkpoint.CheckpointRestore(data_iterator),
                     ),
                 )
@@ -123,7 +132,10 @@ class Checkpointer:
                 )
                 failed.append(f"step {step}: {why}")
                 continue
-            return _wrap_keys(restored.state, abstract_state), step
+            state = restored.state
+            if layout:
+                state = legacy.from_legacy(state, abstract_state)
+            return _wrap_keys(state, abstract_state), step
         if failed:
             raise CheckpointError(
                 f"no checkpoint in {self.manager.directory} is readable ({'; '.join(failed)}): "

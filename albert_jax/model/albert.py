@@ -12,11 +12,13 @@ Parameter tree (one path convention for every module, optimizer mask, sharding r
     mlm/{transform/{kernel,bias}, LayerNorm/{scale,bias}, output_bias [V]}     (pretraining head)
     sop/{kernel [H,2], bias [2]}                                                 (pretraining head)
 
-Every leaf under encoder/attention (encoder/ffn) has a leading axis of length `attention_groups`
-(`ffn_groups`) when that is > 1 and none when it is 1. The encoder is one `nn.scan` over the L layer
-applications with all parameters broadcast into the loop; layer i picks its group's slice with
-`(i * G) // L`. One mechanism thus covers shared, grouped, partially shared and unshared layouts,
-and a shared block's gradient is accumulated across its applications inside the scan.
+Every leaf under encoder/attention (encoder/ffn) has a leading 'layers' axis of length
+`attention_groups` (`ffn_groups`), 1 included: a leaf's rank never depends on the layout, and
+scanned and unrolled execution read the same tree. The encoder is one `nn.scan` over the L layer
+applications with all parameters broadcast into the loop (or a Python loop, `scan_layers=False`);
+layer i picks its group's slice with `(i * G) // L`. One mechanism thus covers shared, grouped,
+partially shared and unshared layouts, and a shared block's gradient is accumulated across its
+applications.
 
 (About 550 lines: the encoder and its two pretraining heads read best in one place; the heads that
 fine-tuning adds live in heads.py.)
@@ -60,20 +62,20 @@ def truncated_normal(stddev: float):
     return init
 
 
-def grouped_param(module: nn.Module, name: str, init, shape, axes, groups: int = 1, group=None):
-    """A parameter carrying logical axis names; with groups > 1 it is stacked on a leading 'layers'
-    axis of that length and the slice `group` is returned (or, from a per-layer view, layer
-    `group`'s own array: then `group` must be a Python int, i.e. an unrolled encoder)."""
+def grouped_param(
+    module: nn.Module, name: str, init, shape, axes, groups: int | None = None, group=None
+):
+    """A parameter carrying logical axis names. With `groups` (an encoder sub-block's G >= 1) it
+    is stacked on a leading 'layers' axis of that length and the slice `group` is returned: a
+    traced index in a scan, a Python int when unrolled (a static slice; 0 when G = 1)."""
     dtype = jnp.dtype(module.config.param_dtype)
-    if groups > 1 and module.has_variable("params", name):
-        held = module.get_variable("params", name)
-        if isinstance(held, tuple):  # the trainer's per-layer view (sharing.split_layers)
-            return held[group]
-    if groups == 1:
+    if groups is None:
         return module.param(name, nn.with_logical_partitioning(init, axes), tuple(shape), dtype)
     stacked = module.param(
         name, nn.with_logical_partitioning(init, ("layers", *axes)), (groups, *shape), dtype
     )
+    if groups == 1:
+        return stacked[0]
     # jnp.asarray: params given as NumPy arrays (e.g. `checkpoint.load`) cannot take a traced index.
     return jnp.asarray(stacked)[group]
 
@@ -91,7 +93,7 @@ class Dense(nn.Module):
     config: AlbertConfig
     features: int
     axes: tuple[str | None, str | None]
-    groups: int = 1
+    groups: int | None = None  # an encoder sub-block's group count: stacked (grouped_param)
 
     @nn.compact
     def __call__(self, x, group=None):
@@ -174,7 +176,7 @@ class LayerNorm(nn.Module):
 
     config: AlbertConfig
     axis_name: str = "hidden"
-    groups: int = 1
+    groups: int | None = None
 
     @nn.compact
     def __call__(self, x, group=None):

@@ -11,10 +11,10 @@ ratio and has no bias correction. Per variable, with u the update and w the para
     r = |w| / |u| if both > 0 else 1 (adapted, LAMB only: not excluded)
     w -= lr * r * u
 
-The reference has one variable per layer/group; our unshared sub-blocks stack G groups on a leading
-axis, so for those ("stacked") leaves the trust-ratio norms are taken over all axes but axis 0: one
-ratio per group, exactly as if each group were its own variable. Decisions are static functions of
-the leaf path, `'/'.join(keys)`, e.g. `encoder/attention/query/kernel`.
+The reference has one variable per layer/group; our encoder sub-blocks stack their G groups on a
+leading axis, so for those ("stacked") leaves the trust-ratio norms are taken over all axes but axis
+0: one ratio per group, exactly as if each group were its own variable. Decisions are static
+functions of the leaf path, `'/'.join(keys)`, e.g. `encoder/attention/query/kernel`.
 
 Length (~550 lines): a quarter of it is the validation of optimizer settings and its messages
 (`check_optim_config`), kept beside the transforms whose arguments it checks.
@@ -343,12 +343,7 @@ def layer_depths(model_config) -> Callable[[str], Any]:
     def depth(path: str):
         if path.startswith(("embeddings/", "encoder/projection/")):
             return 0
-        if path in stacked:
-            return np.arange(1, L + 1)
-        head, _, index = path.rpartition("/")
-        if index.isdigit() and head in stacked:  # layer `index` of the trainer's per-layer view
-            return int(index) + 1
-        return L + 1
+        return np.arange(1, L + 1) if path in stacked else L + 1
 
     return depth
 

@@ -47,7 +47,6 @@ from jax.sharding import NamedSharding, PartitionSpec
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.train_state import Checkpointer
-from albert_jax.model import sharing
 from albert_jax.train import lock, partitioning
 from albert_jax.train.faults import crash_point
 from albert_jax.train.metrics import MetricWriter, Progress, log_to_file
@@ -197,28 +196,19 @@ def stacked_paths(task) -> frozenset[str]:
     return task.stacked_paths()
 
 
-def layer_view(task) -> frozenset[str]:
-    """The stacked parameters the train state holds per layer (`sharing.split_layers`): those
-    of an unrolled encoder. Checkpoints of the model, exports and conversions get them stacked."""
-    if task.model_config.scan_layers:
-        return frozenset()
-    return stacked_paths(task)
-
-
 def param_shapes(task):
     """The train state's parameter tree as ShapeDtypeStructs (logical boxes removed)."""
     params = jax.eval_shape(lambda: task.model.init(jax.random.key(0), **task.dummy_batch()))
-    return sharing.split_layers(nn.meta.unbox(params["params"]), layer_view(task))
+    return nn.meta.unbox(params["params"])
 
 
 def create_state(task, tx, mesh, rules, seed: int):
     """(init function, state shardings, abstract state). Initialization goes through eval_shape,
     so nothing unsharded is ever materialized."""
     dummy = task.dummy_batch()
-    view = layer_view(task)
 
     def init_boxed(rng):
-        params = sharing.split_layers(task.model.init(rng, **dummy)["params"], view)
+        params = task.model.init(rng, **dummy)["params"]
         return TrainState(
             step=jnp.zeros((), jnp.int32),
             params=params,
@@ -356,18 +346,10 @@ def load_pretrained(params, source: dict[str, np.ndarray], shardings, fresh=()) 
             new.append(path)
             continue
         value = np.asarray(source[path])
-        per_layer = isinstance(leaf, tuple)  # held per layer (`layer_view`): source stacked
-        shape = (len(leaf), *leaf[0].shape) if per_layer else leaf.shape
-        if value.shape != shape:
-            bad.append(f"{path}: source {value.shape}, model {shape}")
+        if value.shape != leaf.shape:
+            bad.append(f"{path}: source {value.shape}, model {leaf.shape}")
             continue
-        if per_layer:
-            flat[path] = tuple(
-                jax.device_put(v.astype(x.dtype), s)
-                for v, x, s in zip(value, leaf, flat_shardings[path], strict=True)
-            )
-        else:
-            flat[path] = jax.device_put(value.astype(leaf.dtype), flat_shardings[path])
+        flat[path] = jax.device_put(value.astype(leaf.dtype), flat_shardings[path])
         loaded.append(path)
     if bad:
         raise ValueError(
@@ -542,7 +524,7 @@ def _train(config, workdir: str, task) -> dict[str, float]:
             task.on_evaluation(state.params, step)
             if best.update(step, values):
                 # to_host: a collective, every process takes part
-                host = sharing.stack_layers(to_host(state.params))
+                host = to_host(state.params)
                 if is_main:  # written atomically: a crash keeps the previous best
                     task.save_model(paths.join(workdir, "best"), host, best.record)
                 crash_point("best", step)
@@ -643,7 +625,6 @@ def _final_evaluation(task, evaluate, best, shardings, workdir, is_main) -> None
     results.json gets the best step's metrics and these."""
     crash_point("final")
     _, params = checkpoint.load(paths.join(workdir, "best"))
-    params = sharing.split_layers(params, layer_view(task))
     params = jax.tree_util.tree_map(jax.device_put, params, shardings.params)
     results = {**task.results_info}
     results.update(best_step=best.step, metric=best.name, best_eval=best.record["eval"])
