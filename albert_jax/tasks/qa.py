@@ -344,13 +344,8 @@ class QATask(FinetuneTask):
 
     @staticmethod
     def featurize(examples, data, t):
-        return featurize_qa(
-            examples,
-            data.tokenizer,
-            data.max_seq_length,
-            int(t.doc_stride),
-            int(t.max_query_length),
-        )
+        stride, query = int(t.doc_stride), int(t.max_query_length)
+        return featurize_qa(examples, data.tokenizer, data.max_seq_length, stride, query)
 
     @staticmethod
     def head_fields(data, t) -> dict:
