@@ -49,6 +49,7 @@ from albert_jax.model import presets
 from albert_jax.model.heads import AlbertForSequenceClassification
 from albert_jax.train import partitioning
 from albert_jax.train.optim import make_optimizer
+from albert_jax.train.task import Task
 from albert_jax.train.trainer import create_state, make_train_step
 
 SIZES = ("tiny", "small", "base", "large", "xlarge", "xxlarge")
@@ -57,6 +58,8 @@ CLASSIFIER_DROPOUT = 0.1
 
 class ClassificationTask:
     """The trainer's task interface, reduced to what the train step needs."""
+
+    finish_metrics, stacked_paths = Task.finish_metrics, Task.stacked_paths  # the defaults
 
     def __init__(self, model_config):
         self.model_config = model_config

@@ -1,7 +1,7 @@
 """The one task interface (`albert_jax.train.task.Task`): every fine-tuning task type is built
 from its config and a tokenizer alone (`FinetuneTask.from_config`), takes a training step through
 the trainer's compiled functions and is evaluated as predict(run, split) then score(split,
-predictions)."""
+predictions); the pretraining tasks (MLM + SOP, ELECTRA) through the same members."""
 
 import jax
 import numpy as np
@@ -60,3 +60,35 @@ def test_each_task_type_builds_from_config_trains_and_evaluates(task_type, model
     with compiled.scope():
         assert {k: v for k, v in task.evaluate(run, 1).items() if k != "collapsed"} == values
     assert jax.tree.structure(state.params) == jax.tree.structure(compiled.abstract.params)
+
+
+@pytest.mark.parametrize(
+    "objective, metric", [("mlm+sop", "sop_majority_share"), ("electra", "disc_auc")]
+)
+def test_pretraining_trains_and_evaluates_as_predict_then_score(objective, metric):
+    """The pretraining tasks through the same interface: predictions are the held-out batches'
+    eval_step outputs beside their targets, and scoring them gives the metrics and the floors."""
+    from trainer_worker import make_config
+    from trainer_worker import make_task as make_pretraining_task
+
+    config = make_config(objective=objective, eval_batches=2, eval_split="dev")
+    task = make_pretraining_task(config)
+    assert isinstance(task, Task)
+    compiled = compile_task(config, task)
+    with compiled.scope():
+        state = compiled.initial_state(0)
+        batch = next(task.train_iterator(0, 1))
+        state, metrics = compiled.step_fn(state, global_batch(batch, compiled.mesh))
+        assert np.isfinite(float(metrics["loss"]))
+
+        def run(local):
+            return to_host(compiled.eval_fn(state.params, global_batch(local, compiled.mesh)))
+
+        predictions = task.predict(run)
+        assert [len(batches) for batches in predictions.values()] == [2]  # eval_batches
+        values = task.score(None, predictions)
+        assert {"mlm_accuracy", "mlm_majority_accuracy", metric} <= set(values)
+        (batches,) = predictions.values()  # the score is the mean over every predicted batch
+        mean = np.mean([float(out["mlm_loss"]) for out, _ in batches])
+        assert values["mlm_loss"] == pytest.approx(mean, rel=1e-6)
+        assert task.evaluate(run, 1) == values

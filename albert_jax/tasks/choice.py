@@ -256,20 +256,20 @@ class ChoiceTask(FinetuneTask):
         preds = [r["prediction"] for r in rows]
         return M.prediction_collapse(preds, "questions", "chose", golds, "option {!r}".format)
 
+    # --- the data side (`FinetuneData` reads and featurizes with these before a task exists)
+    @staticmethod
+    def read(path, t):
+        return read_race(path), {}
 
-# ---------------------------------------------------------------- the task-module protocol
-Task = ChoiceTask
+    @staticmethod
+    def featurize(examples, data, t):
+        # Over every split: one head serves them all, so all must fit its option count.
+        data.num_choices = num_choices(data.examples, int(t.get("num_choices", 0) or 0))
+        return featurize_choice(examples, data.tokenizer, data.max_seq_length, data.num_choices)
+
+    @staticmethod
+    def head_fields(data, t) -> dict:
+        return {"type": "multiple_choice", "num_labels": 1, "num_choices": data.num_choices}
 
 
-def read(path, t):
-    return read_race(path), {}
-
-
-def featurize(examples, data, t):
-    # Over every split: one head serves them all, so all must fit its option count.
-    data.num_choices = num_choices(data.examples, int(t.get("num_choices", 0) or 0))
-    return featurize_choice(examples, data.tokenizer, data.max_seq_length, data.num_choices)
-
-
-def head(data, t) -> dict:
-    return {"type": "multiple_choice", "num_labels": 1, "num_choices": data.num_choices}
+Task = ChoiceTask  # the task of this module's types (`finetuning.TASK_MODULES`)

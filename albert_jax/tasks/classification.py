@@ -65,6 +65,48 @@ class ClassificationTask(FinetuneTask):
             return M.regression_collapse(preds, golds if len(golds) == len(rows) else None)
         return M.prediction_collapse(preds, "examples", "predicted", golds)
 
+    # --- the data side (`FinetuneData` reads and featurizes with these before a task exists)
+    @staticmethod
+    def read(path, t):
+        examples = D.read_examples(
+            path,
+            text_a=t.text_a,
+            text_b=t.get("text_b", "") or None,
+            label=t.label,
+            task_type=t.type,
+        )
+        return examples, {}
+
+    @staticmethod
+    def check_targets(examples, t) -> None:
+        if ex := first_without(examples, "label"):
+            raise D.DataError(
+                f"task.train {t.train}: {ex.where}: no {t.label!r} column; name the label "
+                "column with --config.task.label=COLUMN"
+            )
+
+    @staticmethod
+    def labels(data, t) -> list[str] | None:
+        return None if t.type == "regression" else class_labels(data, t)
+
+    @staticmethod
+    def featurize(examples, data, t):
+        return D.featurize_classification(
+            examples, data.tokenizer, data.max_seq_length, data.labels
+        )
+
+    @staticmethod
+    def head_fields(data, t) -> dict:
+        fields = {"labels": data.labels} if data.labels is not None else {}
+        return {
+            "type": "sequence_classification",
+            "num_labels": len(data.labels or [0]),
+            **fields,
+            "text_a": t.text_a,
+            "text_b": t.get("text_b", "") or None,
+            "label": t.label,
+        }
+
 
 def _row(example: D.Example, **fields) -> dict[str, Any]:
     row = {"where": example.where, "text_a": example.text_a}
@@ -104,40 +146,4 @@ def first_without(examples, target: str):
     return next((ex for ex in examples if getattr(ex, target) is None), None)
 
 
-# ---------------------------------------------------------------- the task-module protocol
-Task = ClassificationTask
-
-
-def read(path, t):
-    examples = D.read_examples(
-        path, text_a=t.text_a, text_b=t.get("text_b", "") or None, label=t.label, task_type=t.type
-    )
-    return examples, {}
-
-
-def check_targets(examples, t) -> None:
-    if ex := first_without(examples, "label"):
-        raise D.DataError(
-            f"task.train {t.train}: {ex.where}: no {t.label!r} column; name the label "
-            "column with --config.task.label=COLUMN"
-        )
-
-
-def labels(data, t) -> list[str] | None:
-    return None if t.type == "regression" else class_labels(data, t)
-
-
-def featurize(examples, data, t):
-    return D.featurize_classification(examples, data.tokenizer, data.max_seq_length, data.labels)
-
-
-def head(data, t) -> dict:
-    fields = {"labels": data.labels} if data.labels is not None else {}
-    return {
-        "type": "sequence_classification",
-        "num_labels": len(data.labels or [0]),
-        **fields,
-        "text_a": t.text_a,
-        "text_b": t.get("text_b", "") or None,
-        "label": t.label,
-    }
+Task = ClassificationTask  # the task of this module's types (`finetuning.TASK_MODULES`)

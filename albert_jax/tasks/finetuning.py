@@ -5,26 +5,14 @@ the checks before a run starts: `albert_jax.tasks.start`).
 Each task type names a module in `TASK_MODULES` (classification and regression:
 `albert_jax.tasks.classification`, tagging: `.tagging`, extractive QA: `.qa`, multiple choice:
 `.choice`, relations: `.relation`, seq2seq: `.seq2seq`); a config names its task by that type.
-A task module provides, `t` being `config.task` and `data` the `FinetuneData`:
-
-- `read(path, t)` -> (examples, counts): a split's examples and counts for its stats line;
-- `featurize(examples, data, t)` -> (features, stats): arrays [N, ...] (`INPUTS` and the task's
-  targets) and counts (`examples`, `truncated`, ...);
-- `head(data, t)` -> the head dict's task fields: its `type` and `num_labels` at least (the
-  shared ones, e.g. `max_seq_length`, are added here);
-- `Task`: a `FinetuneTask` subclass (`albert_jax.train.task.Task`): loss, eval_step and
-  `score(split, predictions)` -> (rows, metrics), and `predict(run, split)` when it drives the
-  model itself;
-
-and optionally (absent: nothing to do):
-
-- `check_targets(examples, t)`: raises when a training example has no target;
-- `training_examples(examples, path)` -> (the training split's examples to keep, notes);
-- `labels(data, t)` -> the label list (`data.labels`), or None when the task has none.
+Its `Task`, a `FinetuneTask` subclass, is the whole interface: the trainer's members (loss,
+eval_step, `score(split, predictions)` -> (rows, metrics), `predict(run, split)` when it drives
+the model itself) and the static data side `FinetuneData` uses before any task exists (`read`,
+`featurize`, `head_fields`; `check_targets`, `training_examples` and `labels` have defaults).
 
 `FinetuneData` reads the starting checkpoint (anything `albert_jax.checkpoints.source` reads, or a
-pretraining workdir: `start.load_init`), applies `unshare`, picks the tokenizer and has the task's
-module read and featurize every split once. `albert_jax.tasks.run.run(config, workdir)` trains
+pretraining workdir: `start.load_init`), applies `unshare`, picks the tokenizer and has the task
+read and featurize every split once. `albert_jax.tasks.run.run(config, workdir)` trains
 one or several seeds (schedules, learning rate) and summarizes them.
 """
 
@@ -94,6 +82,7 @@ class FinetuneData:
         if t.type not in TASK_TYPES:
             raise FinetuneError(f"task.type must be one of {TASK_TYPES}, got {t.type!r}")
         self.module = task_module(t.type)
+        task = self.module.Task  # its data side: static, no task exists yet
         self.random_init = config.init == RANDOM_INIT
         if source is not None:
             self.source, self.notes = source, []
@@ -123,25 +112,23 @@ class FinetuneData:
         for split, examples in self.examples.items():
             if not examples:  # a header only, or blank lines: nothing to train or score on
                 raise D.DataError(f"task.{split} {paths[split]}: no examples")
-        check_targets = getattr(self.module, "check_targets", None)
-        if "train" in self.examples and check_targets:
-            check_targets(self.examples["train"], t)
+        if "train" in self.examples:
+            task.check_targets(self.examples["train"], t)
         skipped = 0
-        if "train" in self.examples and hasattr(self.module, "training_examples"):
+        if "train" in self.examples:
             # what must not be trained on as it reads (QA: answers not at their offsets)
             before = len(self.examples["train"])
-            self.examples["train"], notes = self.module.training_examples(
+            self.examples["train"], notes = task.training_examples(
                 self.examples["train"], paths["train"]
             )
             self.notes, skipped = self.notes + notes, before - len(self.examples["train"])
         limit = int(config.get("max_train_examples", 0) or 0)
         if limit and "train" in self.examples:
             self.examples["train"] = self.examples["train"][:limit]
-        labels = getattr(self.module, "labels", None)
-        self.labels = labels(self, t) if labels else None
+        self.labels = task.labels(self, t)
         self.features, self.stats = {}, {}
         for split, examples in self.examples.items():
-            self.features[split], self.stats[split] = self.module.featurize(examples, self, t)
+            self.features[split], self.stats[split] = task.featurize(examples, self, t)
             self.stats[split].update(self._read_counts.get(paths[split], {}))
         if skipped:
             self.stats["train"]["skipped"] = skipped
@@ -163,13 +150,13 @@ class FinetuneData:
 
     def _read(self, path, t):
         try:
-            examples, self._read_counts[path] = self.module.read(path, t)
+            examples, self._read_counts[path] = self.module.Task.read(path, t)
         except UnicodeDecodeError:  # a task module's own reader: named here, with its line
             raise D.not_utf8(path) from None
         return examples
 
     def head(self, config) -> dict[str, Any]:
-        task = self.module.head(self, config.task)
+        task = self.module.Task.head_fields(self, config.task)
         # the keys in the order heads have always had: type and num_labels, shared, the task's
         return {
             "type": task["type"],
@@ -218,6 +205,38 @@ class FinetuneTask(Task):
         (a run starts from it through `FinetuneData(config)`)."""
         source, _ = blank_source(tokenizer, config.get("model_from", "") or "albert-base")
         return make_task(config, FinetuneData(config, splits, source=source), workdir)
+
+    # --- the data side: static, `FinetuneData` reads and featurizes with it before a task exists
+    @staticmethod
+    def read(path, t) -> tuple[list, dict]:
+        """(examples, counts): a split's examples and counts for its stats line."""
+        raise NotImplementedError
+
+    @staticmethod
+    def featurize(examples, data: FinetuneData, t) -> tuple[dict, dict]:
+        """(features, stats): arrays [N, ...] (`INPUTS` and the task's targets) and counts
+        (`examples`, `truncated`, ...)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def head_fields(data: FinetuneData, t) -> dict[str, Any]:
+        """The head dict's task fields: its `type` and `num_labels` at least (the shared ones,
+        e.g. `max_seq_length`, are added by `FinetuneData.head`)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def check_targets(examples, t) -> None:
+        """Raises when a training example has no target (none checked by default)."""
+
+    @staticmethod
+    def training_examples(examples, path) -> tuple[list, list[str]]:
+        """(the training split's examples to keep, notes): all by default."""
+        return examples, []
+
+    @staticmethod
+    def labels(data: FinetuneData, t) -> list[str] | None:
+        """The label list (`data.labels`), or None when the task has none (the default)."""
+        return None
 
     # --- trainer interface
     def dummy_batch(self):

@@ -335,6 +335,22 @@ class QATask(FinetuneTask):
         # The official evaluation script's input: {question id: answer text}.
         _write_json(stem + "_official.json", {r["id"]: r["prediction"] for r in rows})
 
+    # --- the data side (`FinetuneData` reads and featurizes with these before a task exists)
+    training_examples = staticmethod(training_examples)
+
+    @staticmethod
+    def read(path, t):
+        return read_squad(path)
+
+    @staticmethod
+    def featurize(examples, data, t):
+        stride, query = int(t.doc_stride), int(t.max_query_length)
+        return featurize_qa(examples, data.tokenizer, data.max_seq_length, stride, query)
+
+    @staticmethod
+    def head_fields(data, t) -> dict:
+        return {"type": "question_answering", "num_labels": 2, **{k: t[k] for k in QA_FIELDS}}
+
 
 def _with_floors(values: dict, golds, preds, char_level: bool) -> dict:
     """The official metrics with, after `f1`, what the threshold hides: `span_exact` /
@@ -355,20 +371,5 @@ def _write_json(path: str, obj) -> None:
     paths.write_text(path, json.dumps(obj, ensure_ascii=False, indent=1))
 
 
-# ---------------------------------------------------------------- the task-module protocol
 QA_FIELDS = ("doc_stride", "max_query_length", "max_answer_length", "n_best", "char_level")
-Task = QATask
-
-
-def read(path, t):
-    return read_squad(path)
-
-
-def featurize(examples, data, t):
-    return featurize_qa(
-        examples, data.tokenizer, data.max_seq_length, int(t.doc_stride), int(t.max_query_length)
-    )
-
-
-def head(data, t) -> dict:
-    return {"type": "question_answering", "num_labels": 2, **{k: t[k] for k in QA_FIELDS}}
+Task = QATask  # the task of this module's types (`finetuning.TASK_MODULES`)

@@ -408,17 +408,35 @@ class RelationTask(FinetuneTask):
     def collapse(self, rows, values):
         return M.nothing_predicted([len(r["predicted"]) for r in rows], "sentences", "triple")
 
+    # --- the data side (`FinetuneData` reads and featurizes with these before a task exists)
+    @staticmethod
+    def read(path, t):
+        return read_duie(path)
+
+    @staticmethod
+    def featurize(examples, data, t):
+        return featurize_relations(
+            examples, data.tokenizer, data.max_seq_length, predicates_of(data, t)
+        )
+
+    @staticmethod
+    def head_fields(data, t) -> dict:
+        P = predicates_of(data, t)
+        return {
+            "type": "relation_extraction",
+            "num_labels": len(P),
+            "predicates": list(P),
+            "max_subjects": int(t.get("max_subjects", MAX_SUBJECTS)),
+            "max_span_length": int(t.get("max_span_length", MAX_SPAN_LENGTH)),
+            "threshold": float(t.get("threshold", THRESHOLD)),
+        }
+
 
 def _spo(triples) -> list[dict[str, str]]:
     return [{"subject": s, "predicate": p, "object": o} for s, p, o in sorted(triples)]
 
 
-# ---------------------------------------------------------------- the task-module protocol
-Task = RelationTask
-
-
-def read(path, t):
-    return read_duie(path)
+Task = RelationTask  # the task of this module's types (`finetuning.TASK_MODULES`)
 
 
 def predicates_of(data, t) -> list[str]:
@@ -440,21 +458,3 @@ def predicates_of(data, t) -> list[str]:
                 "--config.fresh_params='^classifier/'"
             )
     return data.predicates
-
-
-def featurize(examples, data, t):
-    return featurize_relations(
-        examples, data.tokenizer, data.max_seq_length, predicates_of(data, t)
-    )
-
-
-def head(data, t) -> dict:
-    P = predicates_of(data, t)
-    return {
-        "type": "relation_extraction",
-        "num_labels": len(P),
-        "predicates": list(P),
-        "max_subjects": int(t.get("max_subjects", MAX_SUBJECTS)),
-        "max_span_length": int(t.get("max_span_length", MAX_SPAN_LENGTH)),
-        "threshold": float(t.get("threshold", THRESHOLD)),
-    }

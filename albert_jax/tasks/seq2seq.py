@@ -119,36 +119,38 @@ class Seq2SeqTask(FinetuneTask):
         preds = [r["prediction"] for r in rows]
         return M.prediction_collapse(preds, "generations", "came out", None, show)
 
+    # --- the data side (`FinetuneData` reads and featurizes with these before a task exists)
+    @staticmethod
+    def read(path, t):
+        return textgen.read_seq2seq(
+            path, t.get("source_key", "source"), t.get("target_key", "target")
+        )
+
+    @staticmethod
+    def featurize(examples, data, t):
+        return textgen.featurize_seq2seq(
+            examples, data.tokenizer, data.max_seq_length, int(t.max_target_length),
+            reserve_target=True,
+        )  # fmt: skip
+
+    @staticmethod
+    def head_fields(data, t) -> dict:
+        return {
+            "type": "seq2seq",
+            "num_labels": 1,
+            "max_target_length": int(t.max_target_length),
+            "beam_size": int(t.get("beam_size", 1)),
+            "length_penalty": float(t.get("length_penalty", 0.0)),
+            "char_level": bool(t.get("char_level", True)),
+            "entity_scores": bool(t.get("entity_scores", False)),
+            "source_key": t.get("source_key", "source"),
+            "target_key": t.get("target_key", "target"),
+        }
+
 
 def _token_nll(logits, labels):
     mask = labels >= 0
     return cross_entropy(logits, labels, mask), (jnp.argmax(logits, -1) == labels) & mask
 
 
-# ---------------------------------------------------------------- the task-module protocol
-Task = Seq2SeqTask
-
-
-def read(path, t):
-    return textgen.read_seq2seq(path, t.get("source_key", "source"), t.get("target_key", "target"))
-
-
-def featurize(examples, data, t):
-    return textgen.featurize_seq2seq(
-        examples, data.tokenizer, data.max_seq_length, int(t.max_target_length),
-        reserve_target=True,
-    )  # fmt: skip
-
-
-def head(data, t) -> dict:
-    return {
-        "type": "seq2seq",
-        "num_labels": 1,
-        "max_target_length": int(t.max_target_length),
-        "beam_size": int(t.get("beam_size", 1)),
-        "length_penalty": float(t.get("length_penalty", 0.0)),
-        "char_level": bool(t.get("char_level", True)),
-        "entity_scores": bool(t.get("entity_scores", False)),
-        "source_key": t.get("source_key", "source"),
-        "target_key": t.get("target_key", "target"),
-    }
+Task = Seq2SeqTask  # the task of this module's types (`finetuning.TASK_MODULES`)

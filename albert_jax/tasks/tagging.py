@@ -59,6 +59,44 @@ class TaggingTask(FinetuneTask):
         golds = [t for r in rows for t in r.get("tags", ())]
         return M.prediction_collapse(tags, f"words ({len(rows)} sentences)", "predicted", golds)
 
+    # --- the data side (`FinetuneData` reads and featurizes with these before a task exists)
+    # the tag set is chosen and checked as classes are
+    labels = staticmethod(classification.class_labels)
+
+    @staticmethod
+    def read(path, t):
+        examples = D.read_conll(path)
+        check_scheme(examples, os.fspath(path), t.get("scheme", "BIO"))
+        return examples, {}
+
+    @staticmethod
+    def check_targets(examples, t) -> None:
+        if ex := classification.first_without(examples, "tags"):
+            raise D.DataError(
+                f"task.train {t.train}: {ex.where}: no tag column (training needs lines of "
+                "`word ... tag`, tab- or space-separated)"
+            )
+
+    @staticmethod
+    def featurize(examples, data, t):
+        return D.featurize_tagging(
+            examples,
+            data.tokenizer,
+            data.max_seq_length,
+            data.labels,
+            bool(t.get("space_between_words", True)),
+        )
+
+    @staticmethod
+    def head_fields(data, t) -> dict:
+        return {
+            "type": "token_classification",
+            "num_labels": len(data.labels or [0]),
+            "labels": data.labels,
+            "scheme": t.scheme,
+            "space_between_words": bool(t.space_between_words),
+        }
+
 
 def _row(example: D.TaggedExample, **fields) -> dict[str, Any]:
     row = {"where": example.where, "words": example.words}
@@ -67,15 +105,7 @@ def _row(example: D.TaggedExample, **fields) -> dict[str, Any]:
     return {**row, **fields}
 
 
-# ---------------------------------------------------------------- the task-module protocol
-Task = TaggingTask
-labels = classification.class_labels  # the tag set is chosen and checked as classes are
-
-
-def read(path, t):
-    examples = D.read_conll(path)
-    check_scheme(examples, os.fspath(path), t.get("scheme", "BIO"))
-    return examples, {}
+Task = TaggingTask  # the task of this module's types (`finetuning.TASK_MODULES`)
 
 
 def check_scheme(examples, path: str, scheme: str) -> None:
@@ -87,31 +117,3 @@ def check_scheme(examples, path: str, scheme: str) -> None:
             if why := M.scheme_error(tag, scheme):
                 line = int(ex.where.rsplit(":", 1)[1]) + (w if conll else 0)
                 raise D.DataError(f"{path}:{line}: {why}; is --config.task.scheme right?")
-
-
-def check_targets(examples, t) -> None:
-    if ex := classification.first_without(examples, "tags"):
-        raise D.DataError(
-            f"task.train {t.train}: {ex.where}: no tag column (training needs lines of "
-            "`word ... tag`, tab- or space-separated)"
-        )
-
-
-def featurize(examples, data, t):
-    return D.featurize_tagging(
-        examples,
-        data.tokenizer,
-        data.max_seq_length,
-        data.labels,
-        bool(t.get("space_between_words", True)),
-    )
-
-
-def head(data, t) -> dict:
-    return {
-        "type": "token_classification",
-        "num_labels": len(data.labels or [0]),
-        "labels": data.labels,
-        "scheme": t.scheme,
-        "space_between_words": bool(t.space_between_words),
-    }
