@@ -19,7 +19,7 @@ every loss since the last one (a non-finite one stops the run, naming its step, 
 is only written of a finite state). A log row holds the metrics of its own step, not a mean over
 the interval, so a resumed run reproduces every row exactly; its step time is the interval's.
 
-Length (~570 lines): the loop, resume, evaluation and best-model keeping share the step counter
+Length (~640 lines): the loop, resume, evaluation and best-model keeping share the step counter
 and the checkpoint; split apart, each piece would need the others' state passed around.
 """
 
