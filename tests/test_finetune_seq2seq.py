@@ -165,6 +165,7 @@ def s2s_config(init, d, **kw):
     return split_files_config("seq2seq", init, d, "jsonl", 4, task, **kw)
 
 
+@pytest.mark.slow  # 24-53 s: keeps the default suite under ~10 minutes
 def test_seq2seq_trains_and_writes_predictions(pretrained, s2s_files, tmp_path):  # noqa: F811
     runs.run(s2s_config(pretrained, s2s_files), str(tmp_path))
     results = json.load(open(tmp_path / "results.json"))

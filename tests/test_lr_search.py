@@ -112,6 +112,7 @@ def test_the_templates_train_a_small_training_set_for_at_least_800_steps():
         F.check_config(c)
 
 
+@pytest.mark.slow  # 24-53 s: keeps the default suite under ~10 minutes
 def test_the_search_picks_the_trial_that_trains_once_for_all_seeds(
     pretrained,  # noqa: F811
     one_word,
@@ -142,6 +143,7 @@ def test_the_search_picks_the_trial_that_trains_once_for_all_seeds(
         assert json.loads((wd / "results.json").read_text())["lr_search"] == record
 
 
+@pytest.mark.slow  # 24-53 s: keeps the default suite under ~10 minutes
 def test_trials_too_short_to_leave_the_prior_run_again_longer(
     pretrained,  # noqa: F811
     one_word,

@@ -143,6 +143,7 @@ def test_one_corpus_from_several_formats_with_a_character_vocabulary(texts, tmp_
     assert params["embeddings"]["word_embeddings"].shape[0] == tok.vocab_size
 
 
+@pytest.mark.slow  # 24-53 s: keeps the default suite under ~10 minutes
 def test_text_directory_pretrains_from_the_command_line(texts, tmp_path):
     """README: pretraining on your own files in one command, then the Python API on the output."""
     work = tmp_path / "run"

@@ -315,6 +315,7 @@ def _commands(text: str) -> list[str]:
     return [line for line in text.splitlines() if line and not line.startswith("#")]
 
 
+@pytest.mark.slow  # 24-53 s: keeps the default suite under ~10 minutes
 def test_dry_run_and_the_print_launcher_cover_exactly_the_same_steps(tmp_path):
     config = "configs/sweeps/tiny.py"
     work = str(tmp_path / "sw")

@@ -154,6 +154,7 @@ def test_grad_accumulation_matches_full_batch():
     )
 
 
+@pytest.mark.slow  # 24-53 s: keeps the default suite under ~10 minutes
 def test_unrolled_encoder_trains_as_the_scanned_one_on_the_same_tree():
     """Scan vs unrolled is execution only: the train state holds the same stacked [G, ...]
     leaves either way (G = 1 for a shared block), and the steps agree (LAMB's trust ratio per
