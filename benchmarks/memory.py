@@ -46,7 +46,6 @@ sys.path.insert(0, REPO)  # configs/
 
 from albert_jax.train import partitioning  # noqa: E402
 from albert_jax.train.optim import make_optimizer  # noqa: E402
-from albert_jax.train.trainer import stacked_paths  # noqa: E402
 
 GB = 1e9
 
@@ -58,7 +57,7 @@ def compiled_step(args, layout: str, dtype: str, remat: str, batch: int):
     args = argparse.Namespace(**{**vars(args), "batch": batch, "remat": remat})
     config = run_config(args, "mlm+sop")
     task = make_task_for(config, model_config(args, layout, dtype, args.scan == "true"))
-    tx, schedule = make_optimizer(config.optim, task.model_config, stacked=stacked_paths(task))
+    tx, schedule = make_optimizer(config.optim, task.model_config, stacked=task.stacked_paths())
     step, init, batch_shard, mesh = jitted_step(task, tx, schedule, args.mesh)
     data = make_batch(args.vocab, batch, args.seq, args.preds)
     with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.DEFAULT_RULES):

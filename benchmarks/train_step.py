@@ -55,7 +55,6 @@ sys.path.insert(0, REPO)  # configs/
 
 from albert_jax import cli, presets  # noqa: E402
 from albert_jax.model.albert import AlbertModel  # noqa: E402
-from albert_jax.train import trainer  # noqa: E402
 from albert_jax.train.optim import make_optimizer  # noqa: E402
 
 SIZES = ("tiny", "small", "base", "large", "xlarge", "xxlarge")
@@ -127,9 +126,7 @@ def prepare_train(args, objective, layout, dtype, scan) -> dict:
     """One configuration's train step, compiled, with its state and batch (`time_interleaved`)."""
     config = run_config(args, objective)
     task = make_task_for(config, model_config(args, layout, dtype, scan))
-    tx, schedule = make_optimizer(
-        config.optim, task.model_config, stacked=trainer.stacked_paths(task)
-    )
+    tx, schedule = make_optimizer(config.optim, task.model_config, stacked=task.stacked_paths())
     batch = make_batch(args.vocab, args.batch, args.seq, args.preds)
     state, compiled, compile_s, batch = compile_step(task, tx, schedule, batch)
     flops = task.flops_per_example() * args.batch

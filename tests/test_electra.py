@@ -140,7 +140,7 @@ def test_optimizer_takes_each_encoders_layer_axis_from_its_own_layout(disc_layou
         make_config(objective="electra", **{"electra.generator_layout": gen_layout}),
         model=tiny_model_config().with_layout(disc_layout),
     )
-    stacked = trainer.stacked_paths(task)
+    stacked = task.stacked_paths()
     unshared = "encoder/attention/query/kernel"
     assert unshared in stacked and f"generator/{unshared}" in stacked
     params = init_params_of(task)

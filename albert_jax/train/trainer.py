@@ -190,12 +190,6 @@ def _rules(config):
     return tuple(tuple(r) for r in rules) if rules else partitioning.DEFAULT_RULES
 
 
-def stacked_paths(task) -> frozenset[str]:
-    """The leaves with a leading layer/group axis (`Task.stacked_paths`: `task.model_config`'s
-    layout, ELECTRA's two encoders each under its own)."""
-    return task.stacked_paths()
-
-
 def param_shapes(task):
     """The train state's parameter tree as ShapeDtypeStructs (logical boxes removed)."""
     params = jax.eval_shape(lambda: task.model.init(jax.random.key(0), **task.dummy_batch()))
@@ -296,7 +290,7 @@ def compile_task(config, task: Task, extra_tx: optax.GradientTransformation | No
     check_patterns(shapes, config.optim)  # a multiplier or frozen regex that matches nothing
     try:
         tx, schedule = make_optimizer(
-            config.optim, task.model_config, shapes, stacked=stacked_paths(task)
+            config.optim, task.model_config, shapes, stacked=task.stacked_paths()
         )
     except ValueError as e:  # a bad optim.* value (steps, name, multipliers): one line, exit 2
         raise TrainConfigError(f"optim: {e}") from e
