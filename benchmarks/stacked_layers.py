@@ -7,8 +7,9 @@ Our parameter tree keeps a per-layer weight as one array with a leading `layers`
 unsharing is tiling and scanning is free). A step of L unshared layers then reads layer i as a
 slice of that array. This times forward + backward + an SGD update of a stack of L simplified
 transformer layers (two H x H and two H x I matmuls each, batch x seq rows) with the weights held
-four ways: `separate` (one array per layer, transformers' layout: the lower bound), `slice`
-(stacked, a static slice per layer: our unrolled encoder), `scan` (stacked, `lax.scan` over the
+five ways: `separate` (one array per layer, transformers' layout: the lower bound), `slice`
+(stacked, a static slice per layer: our unrolled encoder), `unstack` (stacked, split once by a
+`custom_vjp` whose backward is one concatenation), `scan` (stacked, `lax.scan` over the
 layer axis as `xs`) and `scan_unrolled` (the same, fully unrolled). Reports the median and minimum
 step time of each and its ratio to `separate`, alternating the variants over `--rounds` rounds.
 On CPU each slice of a stacked weight is copied before its matmul and the per-layer gradients are
@@ -27,7 +28,7 @@ import time
 
 import jax
 import jax.numpy as jnp
-from report import emit  # benchmarks/report.py
+from report import emit, xla_cost  # benchmarks/report.py
 
 
 def layer(h, p):
@@ -35,7 +36,22 @@ def layer(h, p):
     return a + jax.nn.gelu(a @ p["w1"]) @ p["w2"]
 
 
+@jax.custom_vjp
+def unstack(stacked):
+    return tuple(stacked[i] for i in range(stacked.shape[0]))
+
+
+# The backward is one concatenation of the per-layer cotangents, not L padded slices summed.
+unstack.defvjp(lambda s: (unstack(s), None), lambda _, cts: (jnp.stack(cts),))
+
+
 def make_variants(L):
+    def unstacked(params, x):
+        parts = {n: unstack(v) for n, v in params.items()}
+        for i in range(L):
+            x = layer(x, {n: p[i] for n, p in parts.items()})
+        return jnp.sum(x * x)
+
     def sliced(params, x):
         for i in range(L):
             x = layer(x, {n: v[i] for n, v in params.items()})
@@ -53,7 +69,13 @@ def make_variants(L):
             x = layer(x, p)
         return jnp.sum(x * x)
 
-    return {"separate": separate, "slice": sliced, "scan": scan(1), "scan_unrolled": scan(True)}
+    return {
+        "separate": separate,
+        "slice": sliced,
+        "unstack": unstacked,
+        "scan": scan(1),
+        "scan_unrolled": scan(True),
+    }
 
 
 def assembly_seconds(L: int, shapes: dict, rounds: int) -> dict:
@@ -106,6 +128,7 @@ def main():
     x = jax.random.normal(key, (args.rows, H))
     variants = make_variants(L)
     times: dict[str, list[float]] = {k: [] for k in variants}
+    costs: dict[str, dict] = {}
     for _ in range(args.rounds):
         for name, f in variants.items():
             params = stacked if name != "separate" else [
@@ -118,6 +141,7 @@ def main():
                 return jax.tree.map(lambda a, b: a - 1e-3 * b, p, g)
 
             step = jax.jit(step, donate_argnums=0)
+            costs[name] = xla_cost(step.lower(params, x).compile())
             params = jax.block_until_ready(step(params, x))
             for _ in range(args.steps):
                 t = time.perf_counter()
@@ -129,6 +153,7 @@ def main():
             "step_s": round(statistics.median(v), 4),
             "step_s_min": round(min(v), 4),
             "over_separate": round(statistics.median(v) / base, 3),
+            **costs[k],
         }
         for k, v in times.items()
     }

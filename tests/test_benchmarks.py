@@ -190,3 +190,36 @@ def test_host_overhead_times_the_loop_against_the_bare_step():
         for k in ("wall", "cpu", "thread"):
             want = r[part][f"{k}_s"] - r["device"][f"{k}_s"]
             assert r[part][f"host_{k}_s"] == pytest.approx(want)
+
+
+def test_stacked_layers_variants_compute_the_same_gradient():
+    """benchmarks/stacked_layers.py times five layouts of one computation: they must agree, or the
+    timings compare different programs (the `unstack` custom_vjp's backward included)."""
+    import jax
+    import jax.numpy as jnp
+
+    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+    try:
+        import stacked_layers
+    finally:
+        sys.path.pop(0)
+    L, H, inter = 3, 8, 16
+    key = jax.random.key(0)
+    shapes = {"wq": (H, H), "wo": (H, H), "w1": (H, inter), "w2": (inter, H)}
+    stacked = {n: jax.random.normal(jax.random.fold_in(key, i), (L, *s)) * 0.3
+               for i, (n, s) in enumerate(shapes.items())}  # fmt: skip
+    x = jax.random.normal(key, (4, H))
+    grads = {}
+    for name, f in stacked_layers.make_variants(L).items():
+        if name == "separate":
+            g = jax.grad(f)([{n: v[i] for n, v in stacked.items()} for i in range(L)], x)
+            g = {n: jnp.stack([layer[n] for layer in g]) for n in shapes}
+        else:
+            g = jax.grad(f)(stacked, x)
+        grads[name] = g
+    assert set(grads) == {"separate", "slice", "unstack", "scan", "scan_unrolled"}
+    for name, g in grads.items():
+        for n in shapes:
+            assert float(jnp.abs(g[n]).max()) > 0, (name, n)
+            err = float(jnp.abs(g[n] - grads["separate"][n]).max())
+            assert err <= 1e-5 * float(jnp.abs(grads["separate"][n]).max()), (name, n, err)
