@@ -1,5 +1,6 @@
 """The benchmark scripts still run and report what their docstrings promise (slow: each compiles
-a few steps). Their figures are not asserted: speed targets live in the benchmarks themselves."""
+a few steps; the one that imports a script instead is fast). Figures are not asserted: speed
+targets live in the benchmarks themselves."""
 
 from __future__ import annotations
 
