@@ -135,9 +135,9 @@ def jitted_step(task, tx, schedule, mesh_shape=(1, 1, 1)):
     logical rules."""
     devices = jax.devices()[: math.prod(mesh_shape)]
     mesh = partitioning.make_mesh(mesh_shape, devices)
-    init, shardings, _ = create_state(task, tx, mesh, partitioning.DEFAULT_RULES, seed=0)
+    init, shardings, abstract = create_state(task, tx, mesh, partitioning.DEFAULT_RULES, seed=0)
     step = jax.jit(
-        make_train_step(task, tx, schedule, mesh, accum_steps=1),
+        make_train_step(task, tx, schedule, mesh, 1, abstract.params),
         in_shardings=(shardings, partitioning.batch_sharding(mesh)),
         out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())),
         donate_argnums=(0,),

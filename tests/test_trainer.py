@@ -118,12 +118,12 @@ def _direct_steps(mesh, accum, steps, optim_overrides=None, model=None):
     rules = partitioning.DEFAULT_RULES
     import flax.linen as nn
 
-    init, shardings, _ = create_state(task, tx, mesh, rules, 0)  # as train(): outside the mesh
+    init, shardings, abstract = create_state(task, tx, mesh, rules, 0)  # as train(): outside
     with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
         state = jax.jit(init, out_shardings=shardings)(jax.random.key(0))
         initial = jax.tree_util.tree_map(np.asarray, jax.device_get(state.params))
         step_fn = jax.jit(
-            make_train_step(task, tx, schedule, mesh, accum),
+            make_train_step(task, tx, schedule, mesh, accum, abstract.params),
             in_shardings=(shardings, partitioning.batch_sharding(mesh)),
             out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())),
         )
@@ -275,7 +275,10 @@ def test_checkpoint_with_a_raw_key_resumes(tmp_path):
     shutil.copytree(fixture, old / "checkpoints" / "4")
     saved = load_state(old, 4)
     assert saved["rng"].dtype == np.uint32 and saved["rng"].shape == (2,)
-    config = make_config(total_steps=N, checkpoint_every=4)
+    # The batch unsplit (tensor=8): the dropout masks are then the global batch's, as they were
+    # on the fixture's (8, 1, 1) mesh (a split batch folds each shard's index into its key).
+    mesh = {"mesh_shape": (1, 1, 8)}
+    config = make_config(total_steps=N, checkpoint_every=4, **mesh)
     task = make_task(config, model=model)
     ckpt = Checkpointer(str(old / "checkpoints"))
     try:  # restored as the typed key the step expects (a raw one would compile a second step)
@@ -287,7 +290,7 @@ def test_checkpoint_with_a_raw_key_resumes(tmp_path):
     assert step == 4 and jax.dtypes.issubdtype(state.rng.dtype, jax.dtypes.prng_key)
     assert np.array_equal(jax.random.key_data(state.rng), saved["rng"])
     for workdir in (old, straight):
-        config = make_config(total_steps=N, checkpoint_every=4)
+        config = make_config(total_steps=N, checkpoint_every=4, **mesh)
         train(config, str(workdir), make_task(config, model=model))
     assert ckpt_steps(old) == [4, 6] and sorted(read_metrics(old)) == [5, 6]
     a, b = load_state(old, N), load_state(straight, N)

@@ -12,6 +12,8 @@ import numpy as np
 import optax
 import pytest
 from flax import linen as nn
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 from test_trainer import load_state, read_metrics
 from trainer_worker import make_config, make_global_batch, make_task, tiny_model_config
 
@@ -186,7 +188,8 @@ class _KeyTask:
     """A task whose loss ignores the data and reports one uniform draw from the dropout key it is
     given, so the keys the train step hands out can be read off its metrics."""
 
-    finish_metrics = Task.finish_metrics  # the train step's members only, the rest unneeded
+    # the train step's members only, the rest unneeded
+    finish_metrics, stacked_paths = Task.finish_metrics, lambda self: frozenset()
 
     def normalizers(self, batch):
         return {}
@@ -203,7 +206,8 @@ def test_dropout_key_is_folded_with_the_step_and_the_micro_batch(accum):
     mesh = partitioning.make_mesh((1, 1, 1), devices=jax.devices()[:1])
     tx = optax.sgd(0.0)
     params = {"w": jnp.ones(())}
-    step_fn = jax.jit(make_train_step(_KeyTask(), tx, lambda s: 0.0, mesh, accum))
+    abstract = {"w": jax.ShapeDtypeStruct((), jnp.float32, sharding=NamedSharding(mesh, P()))}
+    step_fn = jax.jit(make_train_step(_KeyTask(), tx, lambda s: 0.0, mesh, accum, abstract))
     base = jax.random.key(3)
     state = TrainState(step=jnp.int32(0), params=params, opt_state=tx.init(params), rng=base)
     draws = []

@@ -26,6 +26,8 @@ fine-tuning adds live in heads.py.)
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 from typing import Any
 
@@ -62,6 +64,43 @@ def truncated_normal(stddev: float):
     return init
 
 
+# Set while a train step runs with the batch axes manual (`albert_jax.train.gradients`): stacked
+# leaves may arrive as a device's shard, `gather.local_shape(path, shape)` says its shape, and
+# `gather(path, slice)` gathers a layer's slice where the layer uses it (FSDP). None: the
+# parameters are whole.
+_GATHER: contextvars.ContextVar = contextvars.ContextVar("albert_gather", default=None)
+
+
+# The platform the model is traced for ('cpu', 'gpu', 'tpu'): the `auto` execution switches
+# resolve for it. Set from the mesh's devices (`albert_jax.train.trainer.CompiledTask.scope`), so
+# a TPU program built on a CPU host gets the TPU variants; None: `jax.default_backend()`.
+_PLATFORM: contextvars.ContextVar = contextvars.ContextVar("albert_platform", default=None)
+
+
+@contextlib.contextmanager
+def _setting(var: contextvars.ContextVar, value):
+    token = var.set(value)
+    try:
+        yield
+    finally:
+        var.reset(token)
+
+
+def gathering(fn):
+    """Within: every slice of a stacked (G > 1) parameter goes through `fn(path, slice)` (see
+    `_GATHER`)."""
+    return _setting(_GATHER, fn)
+
+
+def target_platform(platform: str | None):
+    """Within: the `auto` switches resolve for `platform` rather than the host's backend."""
+    return _setting(_PLATFORM, platform)
+
+
+def _platform(backend: str | None) -> str:
+    return backend or _PLATFORM.get() or jax.default_backend()
+
+
 def grouped_param(
     module: nn.Module, name: str, init, shape, axes, groups: int | None = None, group=None
 ):
@@ -71,13 +110,19 @@ def grouped_param(
     dtype = jnp.dtype(module.config.param_dtype)
     if groups is None:
         return module.param(name, nn.with_logical_partitioning(init, axes), tuple(shape), dtype)
+    gather, path = _GATHER.get(), "/".join((*module.scope.path, name))
+    full = (groups, *shape)
     stacked = module.param(
-        name, nn.with_logical_partitioning(init, ("layers", *axes)), (groups, *shape), dtype
+        name,
+        nn.with_logical_partitioning(init, ("layers", *axes)),
+        full if gather is None else gather.local_shape(path, full),  # a device's shard
+        dtype,
     )
     if groups == 1:
         return stacked[0]
     # jnp.asarray: params given as NumPy arrays (e.g. `checkpoint.load`) cannot take a traced index.
-    return jnp.asarray(stacked)[group]
+    value = jnp.asarray(stacked)[group]
+    return value if gather is None else gather(path, value)
 
 
 def dropout(x, rate: float, key, deterministic: bool):
@@ -117,7 +162,7 @@ class Dense(nn.Module):
 def resolve_matmul_grad(config: AlbertConfig, backend: str | None = None) -> str:
     """config.matmul_grad, auto resolved: the gradient written for CPU there, autodiff elsewhere."""
     if config.matmul_grad == "auto":
-        return "custom" if (backend or jax.default_backend()) == "cpu" else "autodiff"
+        return "custom" if _platform(backend) == "cpu" else "autodiff"
     return config.matmul_grad
 
 
@@ -289,7 +334,7 @@ def resolve_attention(config: AlbertConfig, rate: float, backend: str | None = N
     """The attention at dropout `rate`: explicit, or fused (jax.nn.dot_product_attention). auto:
     fused off CPU without dropout; on CPU the einsum form moves ~15 % fewer bytes. fused with
     dropout raises, not falls back: a run that names the kernel (a benchmark) should get it."""
-    impl, backend = config.attention_impl, backend or jax.default_backend()
+    impl, backend = config.attention_impl, _platform(backend)
     if impl == "auto":
         return "fused" if rate == 0.0 and backend != "cpu" else "explicit"
     if impl == "fused" and rate > 0.0:

@@ -34,21 +34,32 @@ DEFAULT_RULES: tuple[tuple[str, Any], ...] = (
 )
 
 
-def make_mesh(shape: Sequence[int], devices=None) -> jax.sharding.Mesh:
-    """A ('data', 'fsdp', 'tensor') mesh; a -1 entry takes the remaining devices."""
-    devices = jax.devices() if devices is None else devices
+def make_mesh(shape: Sequence[int], devices=None, slices: int = 1) -> jax.sharding.Mesh:
+    """A ('data', 'fsdp', 'tensor') mesh of `devices` (default `jax.devices()`: a real backend;
+    `albert_jax.train.topology` gives a TPU topology's compile-only devices); a -1 entry takes the
+    remaining devices. `slices` > 1 (multi-slice TPU): 'data' spans the slices over the
+    data-center network (DCN) and 'fsdp' / 'tensor' stay within a slice's interconnect (ICI),
+    so only the once-per-step gradient reduction crosses slices."""
+    devices = jax.devices() if devices is None else list(devices)
     shape = list(shape)
     if shape.count(-1) == 1:
         rest = math.prod(s for s in shape if s != -1)
         shape[shape.index(-1)] = len(devices) // rest
     if math.prod(shape) != len(devices):
         raise ValueError(f"mesh shape {tuple(shape)} does not cover the {len(devices)} devices")
-    return jax.make_mesh(
-        tuple(shape),
-        MESH_AXES,
-        axis_types=(jax.sharding.AxisType.Auto,) * len(MESH_AXES),
-        devices=devices,
-    )
+    axis_types = (jax.sharding.AxisType.Auto,) * len(MESH_AXES)
+    if slices > 1:
+        if shape[0] % slices:
+            raise ValueError(
+                f"mesh shape {tuple(shape)}: 'data' ({shape[0]}) must be a multiple of the "
+                f"{slices} slices it spans"
+            )
+        from jax.experimental import mesh_utils
+
+        ici = (shape[0] // slices, *shape[1:])
+        grid = mesh_utils.create_hybrid_device_mesh(ici, (slices, 1, 1), devices)
+        return jax.sharding.Mesh(grid, MESH_AXES, axis_types=axis_types)
+    return jax.make_mesh(tuple(shape), MESH_AXES, axis_types=axis_types, devices=devices)
 
 
 def logical_sharding(axes, shape, mesh, rules=DEFAULT_RULES) -> NamedSharding:

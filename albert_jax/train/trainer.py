@@ -42,13 +42,16 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from etils import epath
+from flax import traverse_util
 from jax.sharding import NamedSharding, PartitionSpec
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.train_state import Checkpointer
+from albert_jax.model.albert import target_platform
 from albert_jax.train import lock, partitioning
 from albert_jax.train.faults import crash_point
+from albert_jax.train.gradients import batch_gradients
 from albert_jax.train.metrics import MetricWriter, Progress, log_to_file
 from albert_jax.train.optim import check_patterns, make_optimizer, path_matcher
 from albert_jax.train.prefetch import DevicePrefetch
@@ -135,41 +138,20 @@ def maybe_initialize_distributed(config) -> None:
     jax.distributed.initialize(**kwargs)
 
 
-def _split_micro(batch, steps: int, mesh):
-    """[B, ...] -> [steps, B/steps, ...] with micro-batch i = examples i, i+steps, ...: every
-    device's contiguous block holds examples of every micro-batch, so each stays spread."""
-
-    def one(x):
-        b = x.shape[0]
-        if b % steps:
-            raise ValueError(f"batch {b} is not divisible into {steps} micro-batches")
-        y = x.reshape(b // steps, steps, *x.shape[1:]).swapaxes(0, 1)
-        spec = PartitionSpec(None, partitioning.BATCH_AXES, *([None] * (x.ndim - 1)))
-        return jax.lax.with_sharding_constraint(y, NamedSharding(mesh, spec))
-
-    return jax.tree_util.tree_map(one, batch)
-
-
-def make_train_step(task: Task, tx, schedule, mesh, accum_steps: int):
-    grad_fn = jax.value_and_grad(task.loss, has_aux=True)
+def make_train_step(task: Task, tx, schedule, mesh, accum_steps: int, params):
+    """(state, global batch) -> (state, metrics): the gradients of the whole batch
+    (`albert_jax.train.gradients`: each device's share, one reduction per step), then the
+    optimizer update on the sharded state. `params`: the abstract parameters (shapes and
+    shardings); stacked leaves of more than one group are gathered per layer application."""
+    specs = jax.tree_util.tree_map(lambda x: x.sharding.spec, params)
+    shapes = traverse_util.flatten_dict(params, sep="/")
+    per_layer = frozenset(p for p in task.stacked_paths() if p in shapes and shapes[p].shape[0] > 1)
+    gradients = batch_gradients(task, mesh, specs, accum_steps, per_layer)
 
     def train_step(state: TrainState, batch):
         norms = task.normalizers(batch)
         key = jax.random.fold_in(state.rng, state.step)
-        if accum_steps == 1:
-            (loss, metrics), grads = grad_fn(state.params, batch, norms, key)
-        else:
-            micro = _split_micro(batch, accum_steps, mesh)
-
-            def body(carry, xs):
-                i, mb = xs
-                (loss_i, m), g = grad_fn(state.params, mb, norms, jax.random.fold_in(key, i))
-                return jax.tree_util.tree_map(jnp.add, carry, (loss_i, m, g)), None
-
-            zeros = jax.eval_shape(lambda: grad_fn(state.params, batch, norms, key))
-            zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), zeros)
-            zeros = (zeros[0][0], zeros[0][1], zeros[1])
-            (loss, metrics, grads), _ = jax.lax.scan(body, zeros, (jnp.arange(accum_steps), micro))
+        loss, metrics, grads = gradients(state.params, batch, norms, key)
         metrics = task.finish_metrics(metrics)  # ratios of the accumulated sums
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
@@ -239,11 +221,23 @@ class CompiledTask:
     eval_fn: Callable  # (params, global batch) -> eval outputs
 
     def scope(self):
-        """The context the jitted functions run in (the mesh and the logical axis rules)."""
+        """The context the jitted functions are traced and run in: the mesh, the logical axis
+        rules and the mesh's platform (the model's `auto` switches resolve for it)."""
         stack = contextlib.ExitStack()
         stack.enter_context(jax.set_mesh(self.mesh))
         stack.enter_context(nn.logical_axis_rules(self.rules))
+        stack.enter_context(target_platform(self.mesh.devices.flat[0].platform))
         return stack
+
+    def lower(self, batch):
+        """The train step lowered for the abstract `batch` ({name: ShapeDtypeStruct} of one
+        global batch) on the abstract state: nothing is materialized or run."""
+        sharding = partitioning.batch_sharding(self.mesh)
+        batch = {
+            k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding) for k, v in batch.items()
+        }
+        with self.scope():
+            return self.step_fn.lower(self.abstract, batch)
 
     def initial_state(self, seed: int, announce: bool = False) -> TrainState:
         """Fresh state for `seed` with the task's pretrained weights loaded (`load_pretrained`);
@@ -277,12 +271,17 @@ class CompiledTask:
         return self.task.evaluate(run, step, split)
 
 
-def compile_task(config, task: Task, extra_tx: optax.GradientTransformation | None = None):
+def compile_task(
+    config, task: Task, extra_tx: optax.GradientTransformation | None = None, devices=None
+):
     """The `CompiledTask` of `task` under `config` (mesh, accumulation, optimizer); `extra_tx`
-    is chained after the optimizer (the search's per-trial learning rate)."""
+    is chained after the optimizer (the search's per-trial learning rate). `devices`: what the
+    mesh is made of (default `jax.devices()`; compile-only TPU devices for `pretrain.compile`)."""
     for model_config in task.model_configs():  # ELECTRA trains two networks
         check_dtype(model_config.dtype, model_config.param_dtype)
-    mesh = partitioning.make_mesh(tuple(config.mesh_shape))
+    mesh = partitioning.make_mesh(
+        tuple(config.mesh_shape), devices, slices=int(config.get("slices", 1) or 1)
+    )
     accum = int(config.get("grad_accum_steps", 1))
     check_batch(int(task.global_batch_size), accum, mesh)
     rules = _rules(config)
@@ -299,7 +298,7 @@ def compile_task(config, task: Task, extra_tx: optax.GradientTransformation | No
     init, shardings, abstract = create_state(task, tx, mesh, rules, int(config.seed))
     batch_shard = partitioning.batch_sharding(mesh)
     step_fn = jax.jit(
-        make_train_step(task, tx, schedule, mesh, accum),
+        make_train_step(task, tx, schedule, mesh, accum, abstract.params),
         in_shardings=(shardings, batch_shard),
         out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())),
         donate_argnums=(0,),
@@ -329,8 +328,6 @@ def load_pretrained(params, source: dict[str, np.ndarray], shardings, fresh=()) 
     sharding. Leaves matching a `fresh` regex keep their initialization. Returns (params,
     report): what was loaded, what is new, what was dropped. A shape mismatch on a leaf that is
     not declared fresh is an error naming the leaf."""
-    from flax import traverse_util
-
     is_fresh = path_matcher(tuple(fresh) or None)
     flat = traverse_util.flatten_dict(params, sep="/")
     flat_shardings = traverse_util.flatten_dict(shardings, sep="/")
