@@ -53,8 +53,10 @@ def input_errors() -> tuple[type[Exception], ...]:
     from albert_jax.tasks.finetuning import FinetuneError
     from albert_jax.tasks.pretraining import ObjectiveError
     from albert_jax.text.tokenization import TokenizerError
+    from albert_jax.train.aot import DoesNotFit
     from albert_jax.train.lock import WorkdirBusyError
     from albert_jax.train.optim import OptimConfigError
+    from albert_jax.train.topology import TopologyError
     from albert_jax.train.trainer import TrainConfigError
 
     return (
@@ -63,12 +65,14 @@ def input_errors() -> tuple[type[Exception], ...]:
         CorpusError,
         DataConfigError,
         DataError,
+        DoesNotFit,
         FinetuneError,
         InputError,
         ObjectiveError,
         OptimConfigError,
         SweepError,
         TokenizerError,
+        TopologyError,
         TrainConfigError,
         WorkdirBusyError,
     )

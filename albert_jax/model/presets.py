@@ -58,4 +58,4 @@ def from_run_config(config) -> AlbertConfig:
     """The AlbertConfig named by a run config's `model` section: a preset plus field overrides
     (what `configs/pretrain/common.py` writes and a pretraining workdir's config.json keeps)."""
     overrides = {k: v for k, v in config.model.items() if k not in ("preset", "layout")}
-    return get(config.model.preset, layout=config.model.get("layout", None), **overrides)
+    return get(config.model.preset, layout=config.model.get("layout", None) or None, **overrides)

@@ -129,6 +129,21 @@ class PretrainingTask(Task):
         ids = jnp.zeros((1, 8), jnp.int32)
         return {"input_ids": ids, "masked_positions": jnp.zeros((1, 2), jnp.int32)}
 
+    def batch_spec(self) -> dict[str, jax.ShapeDtypeStruct]:
+        """One global batch's fields as the pipeline makes them (`make_iterator`), abstract: what
+        `pretrain.compile` builds the step for without reading data."""
+        B, S, P = self.global_batch_size, self.seq_length, int(self.data.max_predictions)
+        spec = lambda shape, dtype=jnp.int32: jax.ShapeDtypeStruct(shape, dtype)  # noqa: E731
+        return {
+            "input_ids": spec((B, S)),
+            "input_mask": spec((B, S)),
+            "segment_ids": spec((B, S)),
+            "masked_lm_positions": spec((B, P)),
+            "masked_lm_ids": spec((B, P)),
+            "masked_lm_weights": spec((B, P), jnp.float32),
+            "sentence_order_label": spec((B,)),
+        }
+
     def normalizers(self, batch):
         return {
             "mlm": mlm_denominator(batch["masked_lm_weights"]),

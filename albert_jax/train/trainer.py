@@ -425,6 +425,7 @@ def _train(config, workdir: str, task) -> dict[str, float]:
 
         multihost_utils.sync_global_devices("start_over")  # the others wait for the deletion
 
+    use_compilation_cache(config, workdir)
     run = compile_task(config, task)
     mesh, shardings = run.mesh, run.shardings
     batch_size = int(task.global_batch_size)
@@ -462,6 +463,7 @@ def _train(config, workdir: str, task) -> dict[str, float]:
         )
         best = _Best(workdir, task.best_metric)
         stop = StopSignal()
+        profile = Profile(config.get("profile_steps", ""), paths.join(workdir, "tensorboard"))
         flops_per_step = task.flops_per_example() * batch_size
         peak = float(config.get("peak_flops_per_device", 0.0)) * jax.device_count()
         last: dict[str, float] = {}
@@ -534,7 +536,9 @@ def _train(config, workdir: str, task) -> dict[str, float]:
                 interval_t = time.perf_counter()
             log_every, checkpoint_every = int(config.log_every), int(config.checkpoint_every)
             for step in range(start + 1, total + 1):
+                profile.before(step)
                 state, metrics = step_fn(state, next(batches))
+                profile.after(step, state)
                 crash_point("step", step)
                 losses.append((step, metrics["loss"]))
                 newest = (step, metrics)
@@ -559,6 +563,7 @@ def _train(config, workdir: str, task) -> dict[str, float]:
                 if preempted:
                     break
         finally:
+            profile.stop()
             ckpt.wait()
             ckpt.close()
             progress.close()
@@ -569,6 +574,56 @@ def _train(config, workdir: str, task) -> dict[str, float]:
     if is_main:
         print(json.dumps({"step": step, **last}), flush=True)
     return last
+
+
+def use_compilation_cache(config, workdir: str) -> None:
+    """JAX's persistent compilation cache, so a restarted or resumed run (a preempted pod slice)
+    skips XLA's compile: `config.compilation_cache_dir`, by default WORKDIR/compilation_cache (a
+    bucket path works too); 'none' turns it off. The first directory set in a process stays (JAX
+    keeps one cache per process), as does one the user set (JAX_COMPILATION_CACHE_DIR)."""
+    where = str(config.get("compilation_cache_dir", "") or "")
+    if where.lower() == "none" or jax.config.jax_compilation_cache_dir:
+        return
+    jax.config.update(
+        "jax_compilation_cache_dir", where or paths.join(workdir, "compilation_cache")
+    )
+
+
+class Profile:
+    """`jax.profiler` trace of the steps in `spec` ('START:END', steps START..END-1; '' off) into
+    `logdir` (WORKDIR/tensorboard: TensorBoard's profile plugin reads it beside the metrics).
+    Process 0 traces; the trace stops after the device finished step END-1."""
+
+    def __init__(self, spec: str, logdir: str):
+        self.start = self.end = None
+        self.logdir, self.active = logdir, False
+        if spec:
+            try:
+                start, end = (int(x) for x in str(spec).split(":"))
+            except ValueError:
+                raise TrainConfigError(
+                    f"profile_steps {spec!r}: expected START:END, e.g. 10:15"
+                ) from None
+            if not 0 < start < end:
+                raise TrainConfigError(f"profile_steps {spec!r}: expected 0 < START < END")
+            self.start, self.end = start, end
+
+    def before(self, step: int) -> None:
+        if step == self.start and jax.process_index() == 0:
+            jax.profiler.start_trace(self.logdir)
+            self.active = True
+
+    def after(self, step: int, state) -> None:
+        if self.active and step == self.end - 1:
+            jax.block_until_ready(state)
+            self.stop()
+
+    def stop(self) -> None:
+        if self.active:
+            jax.profiler.stop_trace()
+            self.active = False
+            logging.info("profile of steps %d-%d written to %s", self.start, self.end - 1,
+                         self.logdir)  # fmt: skip
 
 
 def _format(values: dict[str, float]) -> str:

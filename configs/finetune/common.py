@@ -77,6 +77,9 @@ def get_common(task_type: str) -> ml_collections.ConfigDict:
     c.checkpoint_every = 0  # 0: at every evaluation
     c.keep_checkpoints = 1
     c.log_every = 20
+    # XLA's persistent compilation cache ('' = WORKDIR/compilation_cache; a bucket path; 'none')
+    c.compilation_cache_dir = ""
+    c.profile_steps = ""  # 'START:END': a jax.profiler trace of those steps in WORKDIR/tensorboard
     c.max_train_examples = 0  # > 0: the first N training examples only
     c.best_metric = ""  # '' = accuracy / pearson / f1 by task type
     # Model overrides (None keeps the checkpoint's value). Encoder and classifier dropout are

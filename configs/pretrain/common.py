@@ -78,8 +78,9 @@ EXECUTION_FIELDS = ("dtype", "scan_layers", "remat", "attention_impl", "matmul_g
 def model_section(preset: str, **fields) -> ml_collections.ConfigDict:
     """`config.model`: a preset plus field overrides (`presets.from_run_config`)."""
     defaults = {f.name: f.default for f in dataclasses.fields(AlbertConfig)}
+    # layout: all | attention | ffn | none | groups:G ('' = the preset's own: all for ALBERT)
     return ml_collections.ConfigDict(
-        {"preset": preset, **{k: defaults[k] for k in EXECUTION_FIELDS}, **fields}
+        {"preset": preset, "layout": "", **{k: defaults[k] for k in EXECUTION_FIELDS}, **fields}
     )
 
 
@@ -103,6 +104,10 @@ def trainer_defaults() -> ml_collections.ConfigDict:
     c.grad_accum_steps = 1  # micro-batches per step (the global batch is split into them)
     c.mesh_shape = (-1, 1, 1)  # ('data', 'fsdp', 'tensor'); -1 takes the remaining devices
     c.logical_rules = ()  # () = albert_jax.train.partitioning.DEFAULT_RULES
+    c.slices = 1  # TPU slices (multi-slice): 'data' spans them over DCN, fsdp/tensor stay in one
+    # XLA's persistent compilation cache ('' = WORKDIR/compilation_cache; a bucket path; 'none')
+    c.compilation_cache_dir = ""
+    c.profile_steps = ""  # 'START:END': a jax.profiler trace of those steps in WORKDIR/tensorboard
     c.optim = default_optim_config()
     c.log_every = 100
     c.checkpoint_every = 1000
