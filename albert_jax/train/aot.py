@@ -12,9 +12,9 @@ materialized) and compiles it. The report, per chip and per step:
   trip counts) and their time at the chip's bf16 peak;
 - collectives: each kind's executed bytes through loop trip counts (`albert_jax.train.hlo`), their
   time at the chip's interconnect bandwidth (an all-reduce moves its bytes twice), and the
-  analytic minimum for the mesh: one reduction of the gradients per step over 'data' (of a
-  device's 1/fsdp share), and with 'fsdp' > 1 a gather of the parameters and a reduce-scatter
-  of their gradients per micro-batch;
+  analytic minimum for the mesh (`minimum_collective_bytes`): one reduction of the gradients per
+  step over 'data' (of a device's 1/fsdp share), and with 'fsdp' > 1 per micro-batch a gather of
+  the parameters (two with remat) and a reduce-scatter of their gradients;
 - the largest batch per chip that fits, from a second compile at twice the micro-batch
   (temporaries grow linearly with it).
 """
@@ -84,13 +84,15 @@ def _memory(compiled, hbm: int) -> dict:
     }
 
 
-def minimum_collective_bytes(param_bytes: int, mesh_shape: dict, accum: int) -> int:
-    """Per chip per step: gradients reduced once over 'data' (a device's 1/fsdp share), and with
-    'fsdp' > 1 the parameters gathered and their gradients reduce-scattered per micro-batch."""
+def minimum_collective_bytes(param_bytes: int, mesh_shape: dict, accum: int, remat: bool) -> int:
+    """Per chip per step, the parameters counted in their stored dtype: with 'data' > 1 one
+    reduction of the gradients per step (a device's 1/fsdp share); with 'fsdp' > 1, per
+    micro-batch, the parameters gathered (twice when remat recomputes the forward pass) and their
+    gradients reduce-scattered once."""
     data, fsdp = mesh_shape.get("data", 1), mesh_shape.get("fsdp", 1)
     total = param_bytes // fsdp if data > 1 else 0
     if fsdp > 1:
-        total += 2 * param_bytes * accum
+        total += (3 if remat else 2) * param_bytes * accum
     return total
 
 
@@ -131,7 +133,8 @@ def analyze(config, make_task, topology: Topology, largest_batch: bool = True) -
     stats = hlo.collective_stats(compiled.as_text())
     executed = sum(s["executed_bytes"] for s in stats.values())
     wire = sum(s["executed_bytes"] * (2 if k == "all-reduce" else 1) for k, s in stats.items())
-    minimum = minimum_collective_bytes(_param_bytes(run.abstract.params), mesh, accum)
+    remat = task.model_config.remat != "none"
+    minimum = minimum_collective_bytes(_param_bytes(run.abstract.params), mesh, accum, remat)
     report["collectives"] = {
         k: {**s, "executed_gib": round(s["executed_bytes"] / GIB, 4)} for k, s in stats.items()
     }

@@ -27,6 +27,7 @@ with the partitioner (`axis_names`).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import flax.linen as nn
@@ -104,7 +105,10 @@ def batch_gradients(task, mesh, param_specs, accum_steps: int, per_layer: frozen
 
         # Inside the map the batch axes are manual: the model's logical constraints are off, and
         # the per-layer leaves gather their slice where a layer uses it.
-        with nn.logical_axis_rules(()), gathering(_SliceGather(specs, per_layer, mesh)):
+        with (
+            nn.logical_axis_rules(()),
+            gathering(_SliceGather(specs, per_layer, mesh, task.model_config.dtype)),
+        ):
             zeros = jax.eval_shape(lambda: grad_fn(full, batch, norms, key))
             zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), zeros)
             zeros = (zeros[0][0], zeros[0][1], zeros[1])
@@ -147,8 +151,8 @@ def _split_micro(x, steps: int):
 class _SliceGather:
     """The hook `gathering` installs for the per-layer leaves (`albert_jax.model.albert`)."""
 
-    def __init__(self, specs, per_layer, mesh):
-        self.specs, self.per_layer, self.mesh = specs, per_layer, mesh
+    def __init__(self, specs, per_layer, mesh, dtype):
+        self.specs, self.per_layer, self.mesh, self.dtype = specs, per_layer, mesh, dtype
 
     def _spec(self, path: str):
         if path not in self.specs:  # the model's path convention and the tree's must agree
@@ -164,4 +168,32 @@ class _SliceGather:
 
     def __call__(self, path: str, x):
         spec = self._spec(path)
-        return x if spec is None else _gather(x, spec, skip_first=True)
+        if spec is None:
+            return x
+        if path.endswith("/kernel") and jnp.dtype(self.dtype) != x.dtype:
+            # A matmul kernel is cast to the compute dtype where it is used (`albert.matmul`):
+            # cast before the gather, and it moves half the bytes for the same result.
+            for dim, entry in enumerate(tuple(spec)[1:]):
+                if _axes(entry):
+                    x = _gather_cast(x, _axes(entry), dim, jnp.dtype(self.dtype))
+            return x
+        return _gather(x, spec, skip_first=True)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
+def _gather_cast(x, axes, dim, dtype):
+    """all_gather(x.astype(dtype)) whose gradient is reduce-scattered in x's dtype (float32): the
+    gradient of a bfloat16 kernel is already rounded to bfloat16 on each device; its sum is not."""
+    return jax.lax.all_gather(x.astype(dtype), axes, axis=dim, tiled=True)
+
+
+def _gather_cast_fwd(x, axes, dim, dtype):
+    return _gather_cast(x, axes, dim, dtype), jnp.zeros((), x.dtype)
+
+
+def _gather_cast_bwd(axes, dim, dtype, like, g):
+    g = g.astype(like.dtype)
+    return (jax.lax.psum_scatter(g, axes, scatter_dimension=dim, tiled=True),)
+
+
+_gather_cast.defvjp(_gather_cast_fwd, _gather_cast_bwd)

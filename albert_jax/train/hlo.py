@@ -124,27 +124,43 @@ def collective_stats(text: str) -> dict[str, dict[str, float]]:
         raise ValueError("no ENTRY computation in the HLO text")
     times = _multiplicities(computations, entry)
     stats = {k: {"count": 0, "executed": 0, "bytes": 0, "executed_bytes": 0} for k in KINDS}
+    # The TPU compiler splits an asynchronous collective into a chain of fusions, each holding a
+    # copy of the instruction under the same channel_id: one collective, counted once.
+    seen: dict[str, tuple] = {}
+    found = []
     for name, instructions in computations.items():
         n = times.get(name, 0)
         for shape, opcode, rest in instructions:
             kind = opcode.removesuffix("-start")
             if kind not in stats or opcode.endswith("-done"):
                 continue
-            sizes = _array_bytes(shape)
-            if not sizes:
-                continue
-            if opcode.endswith("-start") and len(sizes) > 1:
-                # (operand, result[, context...]): the result for a gather, else the operand
-                size = sizes[1] if kind == "all-gather" else sizes[0]
-            elif kind in ("reduce-scatter",):
-                size = sum(sizes) * _scatter_factor(rest)  # the operand: result x shards
+            channel = re.search(r"channel_id=(\d+)", rest)
+            if channel:
+                key = (kind, channel.group(1))
+                if key in seen and seen[key][1] >= n:
+                    continue
+                if key in seen:
+                    found.remove(seen[key])
+                seen[key] = (shape, n, kind, rest, opcode)
+                found.append(seen[key])
             else:
-                size = sum(sizes)
-            s = stats[kind]
-            s["count"] += 1
-            s["executed"] += n
-            s["bytes"] += size
-            s["executed_bytes"] += size * n
+                found.append((shape, n, kind, rest, opcode))
+    for shape, n, kind, rest, opcode in found:
+        sizes = _array_bytes(shape)
+        if not sizes:
+            continue
+        if opcode.endswith("-start") and len(sizes) > 1:
+            # (operand, result[, context...]): the result for a gather, else the operand
+            size = sizes[1] if kind == "all-gather" else sizes[0]
+        elif kind == "reduce-scatter":
+            size = sum(sizes) * _scatter_factor(rest)  # the operand: result x shards
+        else:
+            size = sum(sizes)
+        s = stats[kind]
+        s["count"] += 1
+        s["executed"] += n
+        s["bytes"] += size
+        s["executed_bytes"] += size * n
     return stats
 
 

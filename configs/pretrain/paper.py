@@ -6,9 +6,14 @@
 Global batch 4096, LAMB lr 0.00176, 125k steps, 3125 warmup, seq 512 (10% of targets shorter),
 max_predictions 20 (google-research/albert's README command), vocab 30000. Pick the mesh for your
 hardware, e.g. `--config.mesh_shape=-1,8,1` for FSDP over 8 chips of each data-parallel group, and
-`grad_accum_steps` so that a chip's share of a micro-batch fits: at seq 512 with bf16 and
-save_dots a sequence takes about 0.43 GB for base, 1.0 GB for large and 2.2 GB for xxlarge
-(`benchmarks/memory.py`, docs/performance.md).
+`grad_accum_steps` so that a chip's share of a micro-batch fits, and check it for the target
+slice from any host (the TPU compiler's memory, FLOP and collective figures; nothing runs), e.g.
+base on a v5e-16, data parallel, 16 micro-batches of 16 sequences a chip (5.9 GiB of 15.75):
+
+  python -m pretrain.compile --config configs/pretrain/paper.py:albert-base --topology v5e-16 \
+      --config.grad_accum_steps=16
+
+`--config.model.layout=none` gives the paper's not-shared baseline (BERT-style layers).
 """
 
 import ml_collections

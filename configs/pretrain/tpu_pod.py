@@ -9,11 +9,17 @@ Run the same command on every host (e.g. `gcloud compute tpus tpu-vm ssh NAME --
 shard of the corpus and feeds global_batch / num_hosts examples per step; parameters and optimizer
 state are sharded FSDP over 16 chips within each of the data-parallel groups; all hosts write their
 checkpoint shards. The global batch of 4096 runs as 4 micro-batches, 8 sequences per chip on 128
-chips: `benchmarks/memory.py --size xxlarge --dtypes bfloat16 --remat save_dots --mesh 1,16,1`
-puts one chip's step at 18.7 GB with 8 sequences, 72 GB with 32 (a v4 chip has 32 GB). On more
-chips lower grad_accum_steps (`--config.grad_accum_steps=2` on 256 chips keeps 8 per chip). The
-workdir and data_dir must be on a filesystem every host sees. Build the corpus once beforehand
-with `python -m pretrain.prepare_data`.
+chips. Check it against the slice from any host first (the TPU compiler's figures, nothing runs):
+
+  python -m pretrain.compile --config configs/pretrain/tpu_pod.py --topology v4-256
+
+13.9 GiB of a v4 chip's 32 (~88 sequences per chip would fit), 0.88 s of FLOPs at the bf16 peak
+and 1.3 GiB of collectives a step (docs/performance.md). On more chips lower grad_accum_steps
+(`--config.grad_accum_steps=2` on 256 chips keeps 8 per chip); `--config.model.layout=none` is
+the paper's not-shared model (2.2B parameters: `--topology v5e-256 --config.grad_accum_steps=2`
+fits a v5e chip). Multi-slice: `--config.slices=N` ('data' spans the slices). The workdir and
+data_dir must be on a filesystem every host sees. Build the corpus once beforehand with
+`python -m pretrain.prepare_data`.
 """
 
 from configs.pretrain import paper
