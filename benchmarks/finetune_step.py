@@ -6,9 +6,9 @@
 Times one full fine-tuning step (forward + backward + AdamW update, classifier dropout 0.1 on,
 encoder and attention dropout 0 as in the reference fine-tuning setup) of
 `AlbertForSequenceClassification` built and stepped exactly as the trainer does
-(`albert_jax.train.trainer.create_state` / `make_train_step`, jitted with the state donated, on a
-1-device mesh), for each requested sharing layout. Per layout it reports the compile time (trace +
-lower + XLA compile, ahead of time), the first step after compiling, and the median step time (wall;
+(`albert_jax.train.trainer.compile_task`, the state donated, on a 1-device mesh), for each
+requested sharing layout. Per layout it reports the compile time (trace + lower + XLA compile,
+ahead of time), the first step after compiling, and the median step time (wall;
 `step_cpu_s`: the process's CPU time, less sensitive to other load on a shared machine) and
 examples/s over `--steps` timed steps after `--warmup` untimed ones.
 
@@ -36,21 +36,17 @@ import sys
 import time
 
 import flax
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
 import optax
-from jax.sharding import NamedSharding, PartitionSpec
 from report import NUM_LABELS, classification_batch, emit, xla_cost  # benchmarks/ on sys.path
 
 from albert_jax import cli
 from albert_jax.model import presets
 from albert_jax.model.heads import AlbertForSequenceClassification
-from albert_jax.train import partitioning
-from albert_jax.train.optim import make_optimizer
+from albert_jax.train import partitioning, trainer
 from albert_jax.train.task import Task
-from albert_jax.train.trainer import create_state, make_train_step
 
 SIZES = ("tiny", "small", "base", "large", "xlarge", "xxlarge")
 CLASSIFIER_DROPOUT = 0.1
@@ -59,10 +55,13 @@ CLASSIFIER_DROPOUT = 0.1
 class ClassificationTask:
     """The trainer's task interface, reduced to what the train step needs."""
 
-    finish_metrics, stacked_paths = Task.finish_metrics, Task.stacked_paths  # the defaults
+    # the defaults
+    finish_metrics, stacked_paths, model_configs = (
+        Task.finish_metrics, Task.stacked_paths, Task.model_configs
+    )  # fmt: skip
 
-    def __init__(self, model_config):
-        self.model_config = model_config
+    def __init__(self, model_config, batch_size: int):
+        self.model_config, self.global_batch_size = model_config, batch_size
         self.model = AlbertForSequenceClassification(
             model_config, num_labels=NUM_LABELS, classifier_dropout=CLASSIFIER_DROPOUT
         )
@@ -98,9 +97,11 @@ def model_config_for(args, layout: str):
     )
 
 
-def optim_config():
+def run_config():
+    """The trainer's settings: AdamW, one device, no accumulation."""
+    optim = dict(name="adamw", learning_rate=1e-5, warmup_steps=0, total_steps=1000)
     return ml_collections.ConfigDict(
-        dict(name="adamw", learning_rate=1e-5, warmup_steps=0, total_steps=1000)
+        dict(optim=optim, mesh_shape=(1, 1, 1), grad_accum_steps=1, seed=0)
     )
 
 
@@ -128,50 +129,41 @@ def time_interleaved(runs, warmup: int, steps: int) -> list[tuple]:
     ]
 
 
-def jitted_step(task, tx, schedule, mesh_shape=(1, 1, 1)):
-    """The trainer's train step for `task`, jitted with the state donated on a ('data', 'fsdp',
-    'tensor') mesh of the first devices (one by default), and what feeds it: (step, jitted
-    init(key) -> state, batch sharding, mesh). Trace it under `jax.set_mesh(mesh)` and the default
-    logical rules."""
-    devices = jax.devices()[: math.prod(mesh_shape)]
-    mesh = partitioning.make_mesh(mesh_shape, devices)
-    init, shardings, abstract = create_state(task, tx, mesh, partitioning.DEFAULT_RULES, seed=0)
-    step = jax.jit(
-        make_train_step(task, tx, schedule, mesh, 1, abstract.params),
-        in_shardings=(shardings, partitioning.batch_sharding(mesh)),
-        out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())),
-        donate_argnums=(0,),
-    )
-    init = jax.jit(init, out_shardings=shardings)
-    return step, init, partitioning.batch_sharding(mesh), mesh
+def compiled_task(config, task, mesh_shape=(1, 1, 1)):
+    """The trainer's `compile_task` for `task` (the function `python -m pretrain`, fine-tuning and
+    `pretrain.compile` build their step with: donated state, shardings, accumulation) on a
+    ('data', 'fsdp', 'tensor') mesh of the first devices (one by default)."""
+    with config.unlocked():
+        config.mesh_shape = tuple(mesh_shape)
+    return trainer.compile_task(config, task, devices=jax.devices()[: math.prod(mesh_shape)])
 
 
-def compile_step(task, tx, schedule, batch: dict):
-    """`jitted_step` compiled ahead of time: (state, compiled, compile seconds, batch on device)."""
-    step, init, batch_shard, mesh = jitted_step(task, tx, schedule)
-    with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.DEFAULT_RULES):
-        state = init(jax.random.key(0))
-        batch = {k: jax.device_put(v, batch_shard) for k, v in batch.items()}
+def compile_step(config, task, batch: dict):
+    """The step compiled ahead of time: (state, compiled, compile seconds, batch on device)."""
+    run = compiled_task(config, task)
+    with run.scope():
+        state = run.init_fn(jax.random.key(0))
+        sharding = partitioning.batch_sharding(run.mesh)
+        batch = {k: jax.device_put(v, sharding) for k, v in batch.items()}
         t0 = time.perf_counter()
-        compiled = step.lower(state, batch).compile()
+        compiled = run.step_fn.lower(state, batch).compile()
         return state, compiled, time.perf_counter() - t0, batch
 
 
-def compile_and_time(task, tx, schedule, batch: dict, warmup: int, steps: int):
+def compile_and_time(config, task, batch: dict, warmup: int, steps: int):
     """`compile_step`, then timed (`time_steps`). Returns (state, compiled, compile seconds,
     first, times, cpu times, metrics)."""
-    state, compiled, compile_s, batch = compile_step(task, tx, schedule, batch)
+    state, compiled, compile_s, batch = compile_step(config, task, batch)
     state, first, times, cpu, metrics = time_steps(compiled, state, batch, warmup, steps)
     return state, compiled, compile_s, first, times, cpu, metrics
 
 
 def measure(args, layout: str) -> dict:
     config = model_config_for(args, layout)
-    task = ClassificationTask(config)
-    tx, schedule = make_optimizer(optim_config(), config)
+    task = ClassificationTask(config, args.batch)
     batch = classification_batch(config.vocab_size, args.batch, args.seq)
     state, compiled, compile_s, first, times, cpu, metrics = compile_and_time(
-        task, tx, schedule, batch, args.warmup, args.steps
+        run_config(), task, batch, args.warmup, args.steps
     )
     n_params = sum(x.size for x in jax.tree_util.tree_leaves(state.params))
     step_s = statistics.median(times)

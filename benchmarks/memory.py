@@ -14,10 +14,10 @@ largest batch per chip whose total fits `--budget-gb`, found by doubling then bi
 compiled steps. `--mesh data,fsdp,tensor` compiles the step SPMD-partitioned over that many
 devices as the trainer's `mesh_shape` places it (parameters and optimizer state split over 'fsdp'
 and 'tensor', the batch over 'data' x 'fsdp', so the global batch is `--batch` x data x fsdp); on
-a CPU it makes that many host devices, so a laptop answers for a pod slice's chip. The step is the
-trainer's (`finetune_step.jitted_step`: donated state) of the MLM+SOP task with ALBERT's LAMB. On
-a GPU or TPU `--run` also executes the step at `--batch` and reports the device's
-`peak_bytes_in_use`. One JSON document.
+a CPU it makes that many host devices (their compiler, not a TPU's: `pretrain.compile` has a TPU
+topology's). The step is the trainer's (`trainer.compile_task`: donated state) of the MLM+SOP
+task with ALBERT's LAMB. On a GPU or TPU `--run` also executes the step at `--batch` and reports
+the device's `peak_bytes_in_use`. One JSON document.
 """
 
 from __future__ import annotations
@@ -27,10 +27,9 @@ import math
 import os
 import sys
 
-import flax.linen as nn
 import jax
 import numpy as np
-from finetune_step import jitted_step  # benchmarks/ on sys.path
+from finetune_step import compiled_task  # benchmarks/ on sys.path
 from report import emit
 from train_step import (  # benchmarks/ on sys.path
     add_accelerator_args,
@@ -44,27 +43,22 @@ from train_step import (  # benchmarks/ on sys.path
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
 
-from albert_jax.train import partitioning  # noqa: E402
-from albert_jax.train.optim import make_optimizer  # noqa: E402
+from albert_jax.train import partitioning, trainer  # noqa: E402
 
 GB = 1e9
 
 
 def compiled_step(args, layout: str, dtype: str, remat: str, batch: int):
-    """The jitted train step lowered and compiled for `batch` sequences per chip (the global batch
-    is that times the batch shards of `args.mesh`), on abstract inputs."""
+    """The trainer's train step (`compiled_task`) lowered and compiled for `batch` sequences per
+    chip (the global batch is that times the batch shards of `args.mesh`), on abstract inputs."""
     batch *= partitioning.batch_shards(dict(zip(partitioning.MESH_AXES, args.mesh, strict=True)))
     args = argparse.Namespace(**{**vars(args), "batch": batch, "remat": remat})
     config = run_config(args, "mlm+sop")
     task = make_task_for(config, model_config(args, layout, dtype, args.scan == "true"))
-    tx, schedule = make_optimizer(config.optim, task.model_config, stacked=task.stacked_paths())
-    step, init, batch_shard, mesh = jitted_step(task, tx, schedule, args.mesh)
+    run = compiled_task(config, task, args.mesh)
     data = make_batch(args.vocab, batch, args.seq, args.preds)
-    with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.DEFAULT_RULES):
-        state = jax.eval_shape(init, jax.random.key(0))
-        inputs = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=batch_shard)
-                  for k, v in data.items()}  # fmt: skip
-        return step.lower(state, inputs).compile(), (step, init, data, batch_shard, mesh)
+    spec = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in data.items()}
+    return run.lower(spec).compile(), (run, data)
 
 
 def footprint(compiled) -> dict:
@@ -102,11 +96,11 @@ def largest_batch(args, layout, dtype, remat) -> tuple[int, list]:
 
 def run_once(built) -> float | None:
     """Execute the step once; the device's peak bytes in use (None on CPU)."""
-    step, init, data, batch_shard, mesh = built
-    with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.DEFAULT_RULES):
-        state = init(jax.random.key(0))
-        batch = {k: jax.device_put(v, batch_shard) for k, v in data.items()}
-        jax.block_until_ready(step(state, batch))
+    run, data = built
+    with run.scope():
+        state = run.init_fn(jax.random.key(0))
+        batch = trainer.global_batch(data, run.mesh)
+        jax.block_until_ready(run.step_fn(state, batch))
     return peak_memory_gb()
 
 

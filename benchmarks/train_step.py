@@ -6,8 +6,8 @@ same run; optionally a peer (transformers) in the same invocation.
     python benchmarks/train_step.py --size base --peer hf_flax --peer-python /tmp/peer/bin/python
     python benchmarks/train_step.py --size base --inference      # encoder forward only
 
-One step is the trainer's own (`albert_jax.train.trainer.create_state` / `make_train_step`,
-jitted with the state donated, on a 1-device mesh) of the real pretraining task
+One step is the trainer's own (`albert_jax.train.trainer.compile_task`, as every entry point
+builds it: the state donated, on a 1-device mesh) of the real pretraining task
 (`albert_jax.tasks.pretraining.make_task`: MLM at `--preds` masked positions + SOP, or ELECTRA's
 generator + discriminator) with ALBERT's LAMB, on a fixed random batch. Per configuration (size x
 objective x layout x dtype x scan/unrolled x remat; `--attention-impl` and `--matmul-grad` set for
@@ -55,7 +55,6 @@ sys.path.insert(0, REPO)  # configs/
 
 from albert_jax import cli, presets  # noqa: E402
 from albert_jax.model.albert import AlbertModel  # noqa: E402
-from albert_jax.train.optim import make_optimizer  # noqa: E402
 
 SIZES = ("tiny", "small", "base", "large", "xlarge", "xxlarge")
 PEER_SCRIPT = os.path.join(REPO, "..", "shared", "peer", "peer_bench.py")
@@ -126,9 +125,8 @@ def prepare_train(args, objective, layout, dtype, scan) -> dict:
     """One configuration's train step, compiled, with its state and batch (`time_interleaved`)."""
     config = run_config(args, objective)
     task = make_task_for(config, model_config(args, layout, dtype, scan))
-    tx, schedule = make_optimizer(config.optim, task.model_config, stacked=task.stacked_paths())
     batch = make_batch(args.vocab, args.batch, args.seq, args.preds)
-    state, compiled, compile_s, batch = compile_step(task, tx, schedule, batch)
+    state, compiled, compile_s, batch = compile_step(config, task, batch)
     flops = task.flops_per_example() * args.batch
     return dict(
         config=task.model_config,
