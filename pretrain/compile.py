@@ -38,6 +38,7 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Pretraining config fi
 _TOPOLOGY = flags.DEFINE_string("topology", None, "e.g. v5e-256, v4-128, v5p-128, v5e:4x4")
 _SLICES = flags.DEFINE_integer("slices", 1, "slices of the topology (multi-slice: 'data' on DCN)")
 _OUT = flags.DEFINE_string("out", None, "also write the JSON report here")
+_HLO = flags.DEFINE_string("hlo_out", None, "also write the compiled program's HLO text here")
 _LARGEST = flags.DEFINE_boolean(
     "largest_batch", True, "a second compile at twice the batch: the largest batch that fits"
 )
@@ -56,7 +57,11 @@ def main(argv):
         config.slices = topo.slices
     try:
         report = aot.analyze(
-            config, lambda c: make_task(c, c.data), topo, largest_batch=_LARGEST.value
+            config,
+            lambda c: make_task(c, c.data),
+            topo,
+            largest_batch=_LARGEST.value,
+            hlo_out=_HLO.value,
         )
     except aot.DoesNotFit as e:
         _emit(e.report)

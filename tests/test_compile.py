@@ -4,6 +4,7 @@ topologies (skipped without libtpu: `uv sync --extra tpu`; CI installs it)."""
 
 from __future__ import annotations
 
+import glob
 import importlib.util
 import json
 import os
@@ -214,3 +215,48 @@ def test_layout_is_a_field_of_every_pretraining_config():
         assert presets.from_run_config(c).layout == "all"
         c.model.layout = "none"
         assert presets.from_run_config(c).attention_groups == 12
+
+
+@needs_libtpu
+def test_multi_slice_mesh_puts_data_across_slices():
+    """--slices 2: 'data' spans the two slices (each device row of the mesh is one slice), and
+    'fsdp' stays inside a slice."""
+    from albert_jax.train import partitioning
+
+    devices = topology.parse("v5e:2x2", slices=2).devices()
+    mesh = partitioning.make_mesh((-1, 4, 1), devices, slices=2)
+    assert dict(mesh.shape) == {"data": 2, "fsdp": 4, "tensor": 1}
+    for row, index in zip(mesh.devices[:, :, 0], (0, 1), strict=True):
+        assert {d.slice_index for d in row} == {index}
+    with pytest.raises(ValueError, match="multiple of the 3 slices"):
+        partitioning.make_mesh((2, 4, 1), devices, slices=3)
+
+
+def test_profile_steps_write_a_trace_for_tensorboard(tmp_path):
+    """--config.profile_steps=2:4 traces steps 2-3 into WORKDIR/tensorboard (the profile
+    plugin's plugins/profile/RUN/*.xplane.pb); a bad range is one line."""
+    config = make_config(total_steps=4, checkpoint_every=4, profile_steps="2:4")
+    trainer.train(config, str(tmp_path), make_task(config))
+    traces = glob.glob(str(tmp_path / "tensorboard/plugins/profile/*/*.xplane.pb"))
+    assert len(traces) == 1 and os.path.getsize(traces[0]) > 0
+    for bad in ("4:2", "x"):
+        with pytest.raises(trainer.TrainConfigError, match="profile_steps"):
+            trainer.Profile(bad, str(tmp_path))
+
+
+def test_compilation_cache_is_written_where_configured(tmp_path):
+    """A run given compilation_cache_dir fills it (in a fresh process: JAX keeps one cache a
+    process); on CPU nothing is cached unless named."""
+    cache = tmp_path / "cache"
+    for workdir, extra in (("named", {"compilation_cache_dir": str(cache)}), ("default", {})):
+        spec = {"workdir": str(tmp_path / workdir), "config": {"total_steps": 2, **extra}}
+        env = dict(os.environ, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+        env.pop("JAX_COMPILATION_CACHE_DIR", None)
+        worker = os.path.join(REPO, "tests", "trainer_worker.py")
+        proc = subprocess.run(
+            [sys.executable, worker, json.dumps(spec)], env=env, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert any(cache.iterdir())
+    assert not (tmp_path / "default" / "compilation_cache").exists()

@@ -96,9 +96,12 @@ def minimum_collective_bytes(param_bytes: int, mesh_shape: dict, accum: int, rem
     return total
 
 
-def analyze(config, make_task, topology: Topology, largest_batch: bool = True) -> dict:
+def analyze(
+    config, make_task, topology: Topology, largest_batch: bool = True, hlo_out: str | None = None
+) -> dict:
     """The report of `make_task(config)`'s train step on `topology` (see the module doc). Raises
-    `DoesNotFit` (with the report) when it needs more than the chip's HBM."""
+    `DoesNotFit` (with the report) when it needs more than the chip's HBM. `hlo_out`: also write
+    the compiled program's HLO text there."""
     chip = topology.chip
     devices = topology.devices()
     task = make_task(config)
@@ -130,7 +133,11 @@ def analyze(config, make_task, topology: Topology, largest_batch: bool = True) -
     if isinstance(compiled, Exception) or not report["memory"]["fits"]:
         report["advice"] = advice(report)
         raise DoesNotFit(report)
-    stats = hlo.collective_stats(compiled.as_text())
+    text = compiled.as_text()
+    if hlo_out:
+        with open(hlo_out, "w") as f:
+            f.write(text)
+    stats = hlo.collective_stats(text)
     executed = sum(s["executed_bytes"] for s in stats.values())
     wire = sum(s["executed_bytes"] * (2 if k == "all-reduce" else 1) for k, s in stats.items())
     remat = task.model_config.remat != "none"

@@ -125,7 +125,8 @@ def collective_stats(text: str) -> dict[str, dict[str, float]]:
     times = _multiplicities(computations, entry)
     stats = {k: {"count": 0, "executed": 0, "bytes": 0, "executed_bytes": 0} for k in KINDS}
     # The TPU compiler splits an asynchronous collective into a chain of fusions, each holding a
-    # copy of the instruction under the same channel_id: one collective, counted once.
+    # copy of the instruction under the same channel_id and chain_id: one collective, counted
+    # once (channel ids alone are shared by unrelated collectives).
     seen: dict[str, tuple] = {}
     found = []
     for name, instructions in computations.items():
@@ -135,8 +136,9 @@ def collective_stats(text: str) -> dict[str, dict[str, float]]:
             if kind not in stats or opcode.endswith("-done"):
                 continue
             channel = re.search(r"channel_id=(\d+)", rest)
-            if channel:
-                key = (kind, channel.group(1))
+            chain = re.search(r'chain_id="(\d+)"', rest)
+            if channel and chain:
+                key = (kind, channel.group(1), chain.group(1))
                 if key in seen and seen[key][1] >= n:
                     continue
                 if key in seen:

@@ -578,11 +578,14 @@ def _train(config, workdir: str, task) -> dict[str, float]:
 
 def use_compilation_cache(config, workdir: str) -> None:
     """JAX's persistent compilation cache, so a restarted or resumed run (a preempted pod slice)
-    skips XLA's compile: `config.compilation_cache_dir`, by default WORKDIR/compilation_cache (a
-    bucket path works too); 'none' turns it off. The first directory set in a process stays (JAX
-    keeps one cache per process), as does one the user set (JAX_COMPILATION_CACHE_DIR)."""
+    skips XLA's compile: `config.compilation_cache_dir` (a bucket path works too), by default
+    WORKDIR/compilation_cache on GPU and TPU (a CPU run compiles in seconds: only where named);
+    'none' turns it off. The first directory set in a process stays (JAX keeps one cache per
+    process), as does one the user set (JAX_COMPILATION_CACHE_DIR)."""
     where = str(config.get("compilation_cache_dir", "") or "")
     if where.lower() == "none" or jax.config.jax_compilation_cache_dir:
+        return
+    if not where and jax.default_backend() == "cpu":
         return
     jax.config.update(
         "jax_compilation_cache_dir", where or paths.join(workdir, "compilation_cache")

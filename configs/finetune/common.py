@@ -77,7 +77,8 @@ def get_common(task_type: str) -> ml_collections.ConfigDict:
     c.checkpoint_every = 0  # 0: at every evaluation
     c.keep_checkpoints = 1
     c.log_every = 20
-    # XLA's persistent compilation cache ('' = WORKDIR/compilation_cache; a bucket path; 'none')
+    # XLA's persistent compilation cache: a directory or bucket path; '' = WORKDIR/compilation_cache
+    # on GPU / TPU (off on CPU); 'none' = off
     c.compilation_cache_dir = ""
     c.profile_steps = ""  # 'START:END': a jax.profiler trace of those steps in WORKDIR/tensorboard
     c.max_train_examples = 0  # > 0: the first N training examples only

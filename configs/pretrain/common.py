@@ -105,7 +105,8 @@ def trainer_defaults() -> ml_collections.ConfigDict:
     c.mesh_shape = (-1, 1, 1)  # ('data', 'fsdp', 'tensor'); -1 takes the remaining devices
     c.logical_rules = ()  # () = albert_jax.train.partitioning.DEFAULT_RULES
     c.slices = 1  # TPU slices (multi-slice): 'data' spans them over DCN, fsdp/tensor stay in one
-    # XLA's persistent compilation cache ('' = WORKDIR/compilation_cache; a bucket path; 'none')
+    # XLA's persistent compilation cache: a directory or bucket path; '' = WORKDIR/compilation_cache
+    # on GPU / TPU (off on CPU); 'none' = off
     c.compilation_cache_dir = ""
     c.profile_steps = ""  # 'START:END': a jax.profiler trace of those steps in WORKDIR/tensorboard
     c.optim = default_optim_config()
