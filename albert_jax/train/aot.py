@@ -32,7 +32,9 @@ from albert_jax.train.topology import Topology
 from albert_jax.train.trainer import compile_task
 
 GIB = 2**30
-_OOM = re.compile(r"Used ([\d.]+)([KMGT]?)(?:i?B)? of ([\d.]+)([KMGT]?)(?:i?B)? hbm", re.I)
+# The TPU compiler's refusal names what it needed: "... required for HLO temporaries (131.02G)
+# exceeds available HBM (15.75G)" or "Used 54.2G of 15.75G hbm".
+_OOM = re.compile(r"(?:\(|Used )([\d.]+)([KMGT]?)i?B?\)? (?:exceeds|of)", re.I)
 _UNIT = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
