@@ -260,3 +260,17 @@ def test_compilation_cache_is_written_where_configured(tmp_path):
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert any(cache.iterdir())
     assert not (tmp_path / "default" / "compilation_cache").exists()
+
+
+def test_auto_switches_resolve_for_the_mesh_platform_not_the_host():
+    """A TPU program built on this CPU host gets the TPU variants (fused attention, autodiff
+    matmuls) inside the compiled task's scope, and the CPU ones outside it."""
+    from albert_jax.model.albert import resolve_attention, resolve_matmul_grad, target_platform
+
+    config = AlbertConfig(attention_impl="auto", matmul_grad="auto")
+    assert (resolve_attention(config, 0.0), resolve_matmul_grad(config)) == ("explicit", "custom")
+    with target_platform("tpu"):
+        assert resolve_attention(config, 0.0) == "fused"
+        assert resolve_matmul_grad(config) == "autodiff"
+        assert resolve_attention(config, 0.1) == "explicit"  # dropout: the fused kernel has none
+    assert resolve_matmul_grad(config) == "custom"
