@@ -77,6 +77,7 @@ DOCUMENTS = "albert_jax/data/documents.py"
 PARALLEL = "albert_jax/data/parallel.py"
 PRETRAINING = "albert_jax/tasks/pretraining.py"
 TRAINER = "albert_jax/train/trainer.py"
+GRADIENTS = "albert_jax/train/gradients.py"
 TRAIN_STATE = "albert_jax/checkpoints/train_state.py"
 PATHS = "albert_jax/paths.py"
 BUCKET = "tests/test_bucket_paths.py"
@@ -626,27 +627,39 @@ MUTANTS = [
     ),
     Mutant(
         "trainer-accum-divides-twice",
-        TRAINER,
-        "return jax.tree_util.tree_map(jnp.add, carry, (loss_i, m, g)), None",
-        "return jax.tree_util.tree_map(lambda c, x: c + x / accum_steps, carry, (loss_i, m, g))"
+        GRADIENTS,
+        "return jax.tree_util.tree_map(jnp.add, carry, (loss, metrics, g)), None",
+        "return jax.tree_util.tree_map(lambda c, x: c + x / accum_steps, carry, (loss, metrics, g))"
         ", None",
         "gradient accumulation divides by the number of micro-batches although the loss is "
         "already normalized by the global batch",
         ("tests/test_trainer.py::test_grad_accumulation_matches_full_batch",),
     ),
     Mutant(
+        "gradients-left-to-the-partitioner",
+        GRADIENTS,
+        "manual = tuple(a for a in BATCH_AXES if mesh.shape.get(a, 1) > 1)",
+        "manual = ()",
+        "the batch axes are not manual: XLA's partitioner places the reductions, once per layer "
+        "of the scan and per micro-batch (the same numbers, many more collectives)",
+        (
+            "tests/test_compile.py::"
+            "test_gradients_are_reduced_once_per_step_whatever_the_depth_and_accumulation",
+        ),
+    ),
+    Mutant(
         "trainer-accum-same-key",
-        TRAINER,
-        "grad_fn(state.params, mb, norms, jax.random.fold_in(key, i))",
-        "grad_fn(state.params, mb, norms, key)",
+        GRADIENTS,
+        "k = key if accum_steps == 1 else jax.random.fold_in(key, i)",
+        "k = key",
         "every micro-batch of an accumulated step gets the same dropout key",
         (f"{STEP_KEYS}[2]",),
     ),
     Mutant(
         "trainer-micro-batches-contiguous",
-        TRAINER,
-        "y = x.reshape(b // steps, steps, *x.shape[1:]).swapaxes(0, 1)",
-        "y = x.reshape(steps, b // steps, *x.shape[1:])",
+        GRADIENTS,
+        "return x.reshape(b // steps, steps, *x.shape[1:]).swapaxes(0, 1)",
+        "return x.reshape(steps, b // steps, *x.shape[1:])",
         "micro-batch i is a contiguous block of examples instead of every steps-th example",
         ("tests/test_trainer.py::test_grad_accumulation_matches_full_batch",),
         equivalent=(
@@ -739,6 +752,7 @@ CI_MUTANTS = (
     "pairs-sop-label-flipped",
     "pipeline-padding-weights",
     "trainer-accum-divides-twice",
+    "gradients-left-to-the-partitioner",
 )
 
 # ---------------------------------------------------------------------- runner
