@@ -36,7 +36,7 @@ CASES = {
     "tpu_pod": (lambda: tpu_pod.get_config(), {}, "v4-256"),
     # configs/pretrain/paper.py:albert-base, data parallel on the v5e-16 its docstring names
     "paper_base": (lambda: paper.get_config("albert-base"), {"grad_accum_steps": 16}, "v5e-16"),
-    # the paper's not-shared xxlarge (BERT-style, 2.2B parameters) on v5e-256, FSDP over 16
+    # the paper's not-shared xxlarge (BERT-style, 2.4B parameters) on v5e-256, FSDP over 16
     "xxlarge_none": (
         lambda: tpu_pod.get_config(),
         {"model.layout": "none", "grad_accum_steps": 2},

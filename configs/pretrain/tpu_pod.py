@@ -16,7 +16,7 @@ chips. Check it against the slice from any host first (the TPU compiler's figure
 13.9 GiB of a v4 chip's 32 (~88 sequences per chip would fit), 0.88 s of FLOPs at the bf16 peak
 and 1.3 GiB of collectives a step (docs/performance.md). On more chips lower grad_accum_steps
 (`--config.grad_accum_steps=2` on 256 chips keeps 8 per chip); `--config.model.layout=none` is
-the paper's not-shared model (2.2B parameters: `--topology v5e-256 --config.grad_accum_steps=2`
+the paper's not-shared model (2.4B parameters: `--topology v5e-256 --config.grad_accum_steps=2`
 fits a v5e chip). Multi-slice: `--config.slices=N` ('data' spans the slices). The workdir and
 data_dir must be on a filesystem every host sees. Build the corpus once beforehand with
 `python -m pretrain.prepare_data`.
