@@ -1,9 +1,9 @@
-"""Mutation check: 72 hand-written plausible bugs, applied one at a time to a temporary copy of
+"""Mutation check: 73 hand-written plausible bugs, applied one at a time to a temporary copy of
 the repository, each run against the few tests that should catch it. Outside the default suite
 (the name does not match test_*.py). The mutants, by module of albert_jax/:
 
     model/     albert 19, electra 5, losses 4, heads 1, decoding 1
-    train/     optim 10, trainer 4
+    train/     optim 10, gradients 4, trainer 1
     data/      masking 5, pipeline 5, pairs 3, documents 2, parallel 2
     elsewhere  tasks/pretraining 3, checkpoints/checkpoint 1, checkpoints/train_state 1,
                text/tokenization 2, paths 2, cli 2
