@@ -148,9 +148,11 @@ def test_dropout_and_evaluation_on_grouped_and_unshared_layouts(tmp_path, layout
     train(config, str(tmp_path), task)
     rows = read_metrics(tmp_path)
     start = initial_params(task)
-    # Training applies dropout: step 1's loss is not the deterministic one, but close to it.
+    # Training applies dropout: step 1's loss is not the deterministic one, but close to it
+    # (without dropout the two agree to float32 rounding, ~1e-7; the masks of 8 one-example
+    # shards move this loss by a few 1e-6 to 1e-4).
     clean = direct_losses(model, start, make_global_batch(0))["loss"]
-    assert rows[1]["loss"] != pytest.approx(clean, rel=1e-4)
+    assert rows[1]["loss"] != pytest.approx(clean, rel=1e-6)
     assert rows[1]["loss"] == pytest.approx(clean, rel=0.2)
     # Evaluation is deterministic, on the final parameters, averaged over the eval batches.
     final = load_state(tmp_path, 3)["params"]
