@@ -106,20 +106,17 @@ def batch_gradients(task, mesh, param_specs, accum_steps: int, per_layer: frozen
 
         # Inside the map the batch axes are manual: the model's logical constraints are off, and
         # the per-layer leaves gather their slice where a layer uses it.
-        with (
-            nn.logical_axis_rules(()),
-            gathering(hook),
-        ):
-            zeros = jax.eval_shape(lambda: grad_fn(full, batch, norms, key))
-            zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), zeros)
-            zeros = (zeros[0][0], zeros[0][1], zeros[1])
+        with nn.logical_axis_rules(()), gathering(hook):
+            (loss, metrics), grads = jax.eval_shape(lambda: grad_fn(full, batch, norms, key))
+            zeros = jax.tree_util.tree_map(
+                lambda s: jnp.zeros(s.shape, s.dtype), (loss, metrics, grads)
+            )
             if accum_steps == 1:
-                (loss, metrics, grads), _ = body(zeros, (0, jax.tree_util.tree_map(
-                    lambda x: x[0], micro)))  # fmt: skip
+                first = jax.tree_util.tree_map(lambda x: x[0], micro)
+                (loss, metrics, grads), _ = body(zeros, (0, first))
             else:
-                (loss, metrics, grads), _ = jax.lax.scan(
-                    body, zeros, (jnp.arange(accum_steps), micro)
-                )
+                xs = (jnp.arange(accum_steps), micro)
+                (loss, metrics, grads), _ = jax.lax.scan(body, zeros, xs)
         if manual:
             loss, metrics = jax.lax.psum((loss, metrics), manual)
         flat_g = traverse_util.flatten_dict(grads, sep="/")
@@ -129,7 +126,7 @@ def batch_gradients(task, mesh, param_specs, accum_steps: int, per_layer: frozen
     if not manual:  # one batch shard: the local computation is the global one
         return local
     param_in = traverse_util.unflatten_dict(specs, sep="/")
-    batch_spec = PartitionSpec(manual or None)
+    batch_spec = PartitionSpec(manual)
     return jax.shard_map(
         local,
         mesh=mesh,
