@@ -18,10 +18,6 @@ import os
 import sys
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-# No TPU VM's metadata to look for (libtpu would log a page of warnings for each lookup).
-for _key, _value in (("TPU_SKIP_MDS_QUERY", "1"), ("TPU_WORKER_HOSTNAMES", "localhost")):
-    os.environ.setdefault(_key, _value)
 
 import jax  # noqa: E402
 from report import emit  # noqa: E402  (benchmarks/ on sys.path)

@@ -21,13 +21,8 @@ import json
 import os
 import sys
 
-# Compile-only TPU devices need no TPU backend: keep jax on the host's CPU (a TPU VM too), and
-# let several compiles load libtpu at once (it locks the chips for one process, and uses none).
+# Compile-only TPU devices need no TPU backend: keep jax on the host's CPU (a TPU VM too).
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-# No TPU VM's metadata to look for (libtpu would log a page of warnings for each lookup).
-for _key, _value in (("TPU_SKIP_MDS_QUERY", "1"), ("TPU_WORKER_HOSTNAMES", "localhost")):
-    os.environ.setdefault(_key, _value)
 
 from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402

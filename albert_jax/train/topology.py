@@ -12,9 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 
 GIB = 2**30
+LIBTPU_ENV = {
+    "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+    "TPU_SKIP_MDS_QUERY": "1",
+    "TPU_WORKER_HOSTNAMES": "localhost",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +65,10 @@ class Topology:
         """The compile-only devices of every slice (one per chip)."""
         from jax.experimental import topologies
 
+        # Compile-only devices own no chip: let several processes load libtpu at once (it locks
+        # the chips for one otherwise), and skip the TPU VM metadata lookups a host has none of.
+        for key, value in LIBTPU_ENV.items():
+            os.environ.setdefault(key, value)
         kwargs = {"num_slices": self.slices} if self.slices > 1 else {}
         if self.chip.generation in ("v4", "v5p"):
             kwargs["chip_config_name"] = "megacore"  # one device per chip
