@@ -163,6 +163,7 @@ def test_compile_command_for_a_tpu_topology(name, tmp_path):
 
 
 @needs_libtpu
+@pytest.mark.slow  # two TPU compiles, ~35 s (the host-device count test above is the fast guard)
 def test_compile_command_counts_reductions_once_per_step():
     """The TPU program's gradient reductions do not grow with the micro-batches: a reduction
     inside the accumulation loop (the partitioner's placement) would multiply them by 4."""
@@ -244,6 +245,7 @@ def test_profile_steps_write_a_trace_for_tensorboard(tmp_path):
             trainer.Profile(bad, str(tmp_path))
 
 
+@pytest.mark.slow  # two training processes, ~30 s
 def test_compilation_cache_is_written_where_configured(tmp_path):
     """A run given compilation_cache_dir fills it (in a fresh process: JAX keeps one cache a
     process); on CPU nothing is cached unless named."""
