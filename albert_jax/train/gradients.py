@@ -44,10 +44,10 @@ def _axes(entry) -> tuple[str, ...]:
     return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
 
 
-def manual_spec(spec: PartitionSpec, ndim: int, manual=BATCH_AXES) -> PartitionSpec:
+def manual_spec(spec: PartitionSpec, manual=BATCH_AXES) -> PartitionSpec:
     """`spec` with only the manual mesh axes (shard_map's in/out specs of a partly manual map)."""
     entries = []
-    for entry in tuple(spec) + (None,) * (ndim - len(spec)):
+    for entry in tuple(spec):
         kept = tuple(a for a in _axes(entry) if a in manual)
         entries.append(kept[0] if len(kept) == 1 else kept or None)
     return PartitionSpec(*entries)
@@ -84,7 +84,7 @@ def batch_gradients(task, mesh, param_specs, accum_steps: int, per_layer: frozen
     # Axes of size 1 are left out: nothing to gather or reduce over them.
     manual = tuple(a for a in BATCH_AXES if mesh.shape.get(a, 1) > 1)
     flat_specs = traverse_util.flatten_dict(param_specs, sep="/")
-    specs = {p: manual_spec(s, len(s), manual) for p, s in flat_specs.items()}
+    specs = {p: manual_spec(s, manual) for p, s in flat_specs.items()}
     per_layer = frozenset(p for p in per_layer if any(_axes(e) for e in specs[p]))
     shards = math.prod(mesh.shape[a] for a in manual)
     hook = _SliceGather(specs, per_layer, mesh, task.model_config.dtype) if per_layer else None
