@@ -1,8 +1,8 @@
 """The command-line entry points' shared wrapper: the project's input errors (a bad file, field
-or value; every one is a ValueError subclass whose message names what is wrong) end the program
-with that one line and exit status 2, not a traceback. Anything else still shows its traceback.
-Flag errors (a bad value, an unknown `--config.FIELD`) read the same. It also sets the host
-allocator up for XLA's CPU runtime (`keep_freed_memory`)."""
+or value; every one subclasses `albert_jax.errors.InputError`, a ValueError whose message names
+what is wrong) end the program with that one line and exit status 2, not a traceback. Anything
+else still shows its traceback. Flag errors (a bad value, an unknown `--config.FIELD`) read the
+same. It also sets the host allocator up for XLA's CPU runtime (`keep_freed_memory`)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,9 @@ import sys
 
 from absl import app, flags
 
+from albert_jax.errors import InputError  # also raised here for an entry point's own arguments
+
 INPUT_ERROR = 2  # the exit status of every input error
-
-
-class InputError(ValueError):
-    """An entry point's own argument that cannot work (e.g. a workdir that is a file)."""
 
 
 def check_workdir(workdir: str) -> None:
@@ -35,47 +33,10 @@ def removed_on_input_error(workdir: str):
     fresh = "://" not in workdir and not os.path.exists(workdir)
     try:
         yield
-    except input_errors():
+    except InputError:
         if fresh and os.path.isdir(workdir) and os.listdir(workdir) in ([], ["train.log"]):
             shutil.rmtree(workdir)
         raise
-
-
-def input_errors() -> tuple[type[Exception], ...]:
-    # Imported here, not at the top: every entry point loads cli first, and a pretraining run should
-    # not import the fine-tuning tasks just to name their errors.
-    from albert_jax.checkpoints.checkpoint import CheckpointError
-    from albert_jax.checkpoints.errors import ConversionError
-    from albert_jax.data.corpus import CorpusError
-    from albert_jax.data.pipeline import DataConfigError
-    from albert_jax.experiments.sweep import SweepError
-    from albert_jax.tasks.data import DataError
-    from albert_jax.tasks.finetuning import FinetuneError
-    from albert_jax.tasks.pretraining import ObjectiveError
-    from albert_jax.text.tokenization import TokenizerError
-    from albert_jax.train.aot import DoesNotFit
-    from albert_jax.train.lock import WorkdirBusyError
-    from albert_jax.train.optim import OptimConfigError
-    from albert_jax.train.topology import TopologyError
-    from albert_jax.train.trainer import TrainConfigError
-
-    return (
-        CheckpointError,
-        ConversionError,
-        CorpusError,
-        DataConfigError,
-        DataError,
-        DoesNotFit,
-        FinetuneError,
-        InputError,
-        ObjectiveError,
-        OptimConfigError,
-        SweepError,
-        TokenizerError,
-        TopologyError,
-        TrainConfigError,
-        WorkdirBusyError,
-    )
 
 
 # glibc mallopt parameters (malloc.h)
@@ -191,13 +152,9 @@ def run(main) -> None:
     keep_freed_memory()
 
     def wrapped(argv):
-        from albert_jax.experiments.sweep import SweepError  # no dependencies: quick
-
         try:
             return main(argv)
-        except (InputError, SweepError, app.UsageError) as e:  # without input_errors()' imports
-            sys.exit(report(e))  # (jax, flax: seconds), so that a typo fails at once
-        except input_errors() as e:
+        except (InputError, app.UsageError) as e:
             sys.exit(report(e))
         except OSError as e:
             if e.errno not in WRITE_ERRNOS:

@@ -36,7 +36,7 @@ def main(argv=None) -> int:
             args.src, args.out, to=args.to, unshare=args.unshare, config_path=args.config,
             overwrite=args.overwrite,
         )  # fmt: skip
-    except cli.input_errors() as e:  # one line, exit 2, as every entry point
+    except cli.InputError as e:  # one line, exit 2, as every entry point
         return cli.report(e)
     print("\n".join(report))
     return 0

@@ -22,10 +22,11 @@ import os
 
 import numpy as np
 
+from albert_jax.errors import InputError
 from albert_jax.tasks.metrics import welch_t
 
 
-class CompareError(ValueError):
+class CompareError(InputError):
     """A run or baseline file that cannot be compared (reported as one line, exit 2)."""
 
 

@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     try:
         _check_args(args.input, output, args.batch_size)
         values = predict_file(args.checkpoint, args.input, output, args.batch_size)
-    except cli.input_errors() as e:  # one line, exit 2, as every entry point
+    except cli.InputError as e:  # one line, exit 2, as every entry point
         return cli.report(e)
     print(json.dumps({"predictions": output, **values}, ensure_ascii=False))
     return 0

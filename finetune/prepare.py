@@ -33,5 +33,5 @@ def main(argv: list[str] | None = None) -> dict:
 if __name__ == "__main__":
     try:
         main()
-    except cli.input_errors() as e:  # e.g. DIR holds the user's own files: one line, exit 2
+    except cli.InputError as e:  # e.g. DIR holds the user's own files: one line, exit 2
         sys.exit(cli.report(e))

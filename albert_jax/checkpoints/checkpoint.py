@@ -44,6 +44,7 @@ from etils import epath
 from albert_jax import paths
 from albert_jax.checkpoints import legacy
 from albert_jax.checkpoints.common import expected_shapes, flatten
+from albert_jax.errors import InputError
 from albert_jax.model.config import AlbertConfig
 from albert_jax.model.heads import MODELS
 from albert_jax.text import tokenization
@@ -58,7 +59,7 @@ CONFIG_FILE, META_FILE, PARAMS_DIR, TOKENIZER_DIR = (
 OPTIONAL_HEADS = ("mlm", "sop")  # a backbone-only checkpoint may lack them
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
     """A directory that is not a complete, consistent albert_jax checkpoint."""
 
 

@@ -31,6 +31,7 @@ from albert_jax.data.documents import (
     read_documents,
     split_format,
 )
+from albert_jax.errors import InputError
 from albert_jax.text.tokenization import (
     META_FILE,
     MODEL_FILE,
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------------
 # The data config: paths and tokenizer
 # --------------------------------------------------------------------------------------------
-class DataConfigError(ValueError):
+class DataConfigError(InputError):
     """A data configuration that cannot work."""
 
 

@@ -43,6 +43,7 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
+from albert_jax.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ _LINE_END_RE = re.compile(rf"[{_ZH_END}.][{_ZH_CLOSE}]*$")
 _BRACKETED_RE = re.compile(r"^[（(].*[）)]$")
 
 
-class CorpusError(ValueError):
+class CorpusError(InputError):
     """Input that cannot be turned into documents."""
 
 

@@ -41,10 +41,12 @@ import sys
 import time
 from typing import Any
 
+from albert_jax.errors import InputError
+
 SCOPES = ("pretrain", "finetune")
 
 
-class SweepError(ValueError):
+class SweepError(InputError):
     """A sweep config that cannot run, with the field or file that is wrong."""
 
 

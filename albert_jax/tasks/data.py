@@ -18,6 +18,7 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
+from albert_jax.errors import InputError
 from albert_jax.text.tokenization import SPIECE_UNDERLINE, SentencePieceTokenizer
 
 IGNORE = -1  # label / word id of positions that carry no word label (loss and metrics skip them)
@@ -27,7 +28,7 @@ MAX_REGRESSION_LABEL = math.sqrt(np.finfo(np.float32).max / 2**20)
 _FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
 
 
-class DataError(ValueError):
+class DataError(InputError):
     """Malformed fine-tuning input; the message names the file and line (or record)."""
 
 

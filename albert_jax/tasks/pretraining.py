@@ -21,6 +21,7 @@ from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.source import load_workdir, workdir_steps
 from albert_jax.data import corpus, pairs
 from albert_jax.data.pipeline import DataConfigError, make_iterator
+from albert_jax.errors import InputError
 from albert_jax.model import electra, presets, sharing
 from albert_jax.model.albert import AlbertForPreTraining
 from albert_jax.model.flops import train_flops_per_sequence
@@ -32,7 +33,7 @@ OBJECTIVES = ("mlm+sop", "mlm+nsp", "mlm", "electra")
 BASELINE_KEYS = ("masked_lm_ids", "masked_lm_weights", "sentence_order_label")
 
 
-class ObjectiveError(ValueError):
+class ObjectiveError(InputError):
     pass
 
 

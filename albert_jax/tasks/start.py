@@ -19,12 +19,13 @@ from albert_jax.checkpoints.source import (
     read_config,
     read_tokenizer,
 )
+from albert_jax.errors import InputError
 from albert_jax.model import presets, sharing
 
 UNSHARE = {"": None, "all": ("attention", "ffn"), "attention": ("attention",), "ffn": ("ffn",)}
 
 
-class FinetuneError(ValueError):
+class FinetuneError(InputError):
     """A fine-tuning setup that cannot work (the message says what to change)."""
 
 

@@ -40,6 +40,7 @@ import sentencepiece as spm
 from etils import epath
 
 from albert_jax import paths
+from albert_jax.errors import InputError
 from albert_jax.text import wordpiece
 from albert_jax.text.wordpiece import WordPieceTokenizer
 
@@ -60,7 +61,7 @@ _START_PUNCT = frozenset('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
 _LATIN_OR_PUNCT = frozenset("abcdefghijklmnopqrstuvwxyz") | _START_PUNCT
 
 
-class TokenizerError(ValueError):
+class TokenizerError(InputError):
     """A tokenizer that cannot be used with ALBERT's conventions or the model config."""
 
 

@@ -27,6 +27,7 @@ import time
 
 import jax
 
+from albert_jax.errors import InputError
 from albert_jax.train import hlo
 from albert_jax.train.topology import Topology
 from albert_jax.train.trainer import compile_task
@@ -38,7 +39,7 @@ _OOM = re.compile(r"(?:\(|Used )([\d.]+)([KMGT]?)i?B?\)? (?:exceeds|of)", re.I)
 _UNIT = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
-class DoesNotFit(ValueError):
+class DoesNotFit(InputError):
     """The program needs more HBM than the chip has; `report` says how much (an input error: the
     config must change)."""
 

@@ -25,12 +25,13 @@ import sys
 import time
 
 from albert_jax import paths
+from albert_jax.errors import InputError
 
 LOCK_NAME = ".lock"
 _held: dict[str, int] = {}  # lock path -> nesting depth in this process
 
 
-class WorkdirBusyError(ValueError):
+class WorkdirBusyError(InputError):
     """The workdir is held by another live run."""
 
 

@@ -34,6 +34,7 @@ import ml_collections
 import numpy as np
 import optax
 
+from albert_jax.errors import InputError
 from albert_jax.model.sharing import stacked_paths
 
 DEFAULT_EXCLUDE = r"LayerNorm|layer_norm|bias"
@@ -410,7 +411,7 @@ def scale_by_path(factors: dict[str, Any]) -> optax.GradientTransformation:
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update_fn)
 
 
-class OptimConfigError(ValueError):
+class OptimConfigError(InputError):
     """An `optim.*` setting that cannot train (the message names the field)."""
 
 

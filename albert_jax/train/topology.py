@@ -15,6 +15,8 @@ import math
 import os
 import re
 
+from albert_jax.errors import InputError
+
 GIB = 2**30
 LIBTPU_ENV = {
     "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
@@ -42,7 +44,7 @@ CHIPS = {
 _ALIASES = {"v5litepod": "v5e", "v5lite": "v5e", "v6lite": "v6e"}
 
 
-class TopologyError(ValueError):
+class TopologyError(InputError):
     pass
 
 

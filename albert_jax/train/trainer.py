@@ -45,7 +45,7 @@ from etils import epath
 from flax import traverse_util
 from jax.sharding import NamedSharding, PartitionSpec
 
-from albert_jax import paths
+from albert_jax import errors, paths
 from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.train_state import Checkpointer
 from albert_jax.model.albert import target_platform
@@ -65,7 +65,7 @@ class NonFiniteLossError(FloatingPointError):
     pass
 
 
-class TrainConfigError(ValueError):
+class TrainConfigError(errors.InputError):
     """A trainer setting that cannot work with this mesh (the message says what to change)."""
 
 
