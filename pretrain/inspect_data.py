@@ -27,7 +27,7 @@ from ml_collections import config_flags
 from albert_jax import cli, paths
 from albert_jax.data import masking
 from albert_jax.data.pair_check import pair_warning
-from albert_jax.data.pipeline import load_tokenizer, make_iterator, resolve_paths
+from albert_jax.data.pipeline import corpus_tokenizer, make_iterator, resolve_paths
 from albert_jax.text.tokenization import MASK_ID, pretraining_ids
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (uses config.data).")
@@ -176,7 +176,7 @@ def main(argv):
         d.worker_count = 0
         if epochs:
             d.global_batch_size = 1  # no example dropped with a last partial batch
-    tok = load_tokenizer(d)
+    tok = corpus_tokenizer(d)
     examples = iter_examples(make_iterator(d, _SPLIT.value, num_epochs=epochs))
     if _JSONL.value:
         limit = None if epochs else _N.value

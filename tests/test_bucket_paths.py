@@ -110,7 +110,7 @@ def test_pretraining_with_workdir_and_corpus_in_a_bucket(bucket, texts):  # noqa
         config, params = checkpoint.load("gs://b/run/model")
         meta = checkpoint.read_meta("gs://b/run/model")
         assert meta["info"] == {"source": "gs://b/run", "step": 3}
-        assert checkpoint.load_tokenizer("gs://b/run/model").vocab_size == config.vocab_size
+        assert checkpoint.model_tokenizer("gs://b/run/model").vocab_size == config.vocab_size
         assert epath.Path("gs://b/run/checkpoints/3").exists()
 
 

@@ -45,7 +45,7 @@ def test_round_trip_with_sentencepiece(tmp_path, model_and_params):
     loaded_config, loaded = checkpoint.load(tmp_path / "ckpt")
     assert loaded_config == config
     assert_same_tree(loaded, params)
-    tok2 = checkpoint.load_tokenizer(tmp_path / "ckpt")
+    tok2 = checkpoint.model_tokenizer(tmp_path / "ckpt")
     text = "Héllo Wörld, 1,000 cafés"
     assert tok2.encode(text) == tok.encode(text) and tok2.lower_case == tok.lower_case
 
@@ -59,7 +59,7 @@ def test_round_trip_backbone_only_with_wordpiece(tmp_path, model_and_params):
     backbone["embeddings"]["word_embeddings"] = np.ones((tok.vocab_size, 16), np.float32)
     checkpoint.save(tmp_path / "ckpt", config, backbone, tokenizer=tok)
     assert_same_tree(checkpoint.load(tmp_path / "ckpt")[1], backbone)
-    tok2 = checkpoint.load_tokenizer(tmp_path / "ckpt")
+    tok2 = checkpoint.model_tokenizer(tmp_path / "ckpt")
     assert tok2.pieces == tok.pieces and tok2.lower_case is False
 
 

@@ -204,7 +204,7 @@ def test_cli_unshare_keeps_outputs(tmp_path, capsys):
     assert params["encoder"]["attention"]["query"]["kernel"].shape == (4, 32, 32)
     ref = reference("gelu_new")
     assert max(max_diffs(run_model(config, params, ref), ref).values()) <= 1e-5
-    tok = checkpoint.load_tokenizer(out)
+    tok = checkpoint.model_tokenizer(out)
     assert tok is not None and tok.vocab_size == config.vocab_size
 
 
@@ -656,7 +656,7 @@ def test_vocab_with_a_token_listed_twice_converts(tmp_path):
     assert (tmp_path / "hf" / "vocab.txt").read_text() == (src / "vocab.txt").read_text()
     with open(os.path.join(FIXTURES, "reference", "tokens_dup.json"), encoding="utf-8") as f:
         cases = json.load(f)
-    for tok in (checkpoint.load_tokenizer(tmp_path / "ours"), load_source(str(src)).tokenizer):
+    for tok in (checkpoint.model_tokenizer(tmp_path / "ours"), load_source(str(src)).tokenizer):
         assert [tok.encode(c["text"]) for c in cases] == [c["ids"] for c in cases]
 
 

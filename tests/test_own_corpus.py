@@ -138,7 +138,7 @@ def test_one_corpus_from_several_formats_with_a_character_vocabulary(texts, tmp_
     assert (
         config.vocab_size
         == tok.vocab_size
-        == checkpoint.load_tokenizer(str(work / "model")).vocab_size
+        == checkpoint.model_tokenizer(str(work / "model")).vocab_size
     )
     assert params["embeddings"]["word_embeddings"].shape[0] == tok.vocab_size
 
@@ -157,7 +157,7 @@ def test_text_directory_pretrains_from_the_command_line(texts, tmp_path):
     meta = json.loads((work / "data" / "tokenizer" / "tokenizer.json").read_text())
     assert meta["trained_on"]["input_files"] == [str(texts / "texts")]
     config, params = checkpoint.load(str(work / "model"))
-    tok = checkpoint.load_tokenizer(str(work / "model"))
+    tok = checkpoint.model_tokenizer(str(work / "model"))
     assert tok.vocab_size == config.vocab_size == 3000
     from albert_jax.model.albert import AlbertForPreTraining
 
@@ -278,7 +278,7 @@ def test_continued_pretraining_starts_from_the_checkpoint(texts, tmp_path):
                *SHORT], cwd=texts).stdout  # fmt: skip
     assert "continued pretraining from" in out and re.search(r"initialized from .*loaded \d+", out)
     got_config, got = checkpoint.load(str(work / "model"))
-    tok = checkpoint.load_tokenizer(str(work / "model"))
+    tok = checkpoint.model_tokenizer(str(work / "model"))
     assert got_config == config and tok.vocab_size == 120
     from flax import traverse_util
 

@@ -124,7 +124,7 @@ def test_newest_step_explicit_step_unshare_and_hf(workdir, tmp_path, capsys):
     config2, params2 = checkpoint.load(tmp_path / "step2")
     assert config2.layout == "none"
     assert_bitwise_equal(params2, sharing.unshare(states[2]["params"], config)[0])
-    assert checkpoint.load_tokenizer(tmp_path / "step2").vocab_size == 120
+    assert checkpoint.model_tokenizer(tmp_path / "step2").vocab_size == 120
 
     assert cli([str(path), str(tmp_path / "hf"), "--to", "hf"]) == 0
     assert {"config.json", "model.safetensors", "spiece.model"} <= set(os.listdir(tmp_path / "hf"))
@@ -192,7 +192,7 @@ def test_write_model_at_the_end_of_a_run(workdir, tmp_path, capsys):
     assert_bitwise_equal(params, states[4]["params"])
     with open(copy / "model" / "checkpoint.json") as f:
         assert json.load(f)["info"] == {"source": str(copy), "step": 4}
-    tok = checkpoint.load_tokenizer(copy / "model")
+    tok = checkpoint.model_tokenizer(copy / "model")
     corpus_tok = load_tokenizer(os.path.join(FIXTURES, "tokenizer_sp"))
     text = "The quick brown fox, 1,000 cafés."
     assert tok.encode(text) == corpus_tok.encode(text)
@@ -286,6 +286,6 @@ def test_real_pretraining_run_converts_and_writes_its_model(tmp_path):
     assert_bitwise_equal(params_m, final)
     with open(work / "model" / "checkpoint.json") as f:
         assert json.load(f)["info"] == {"source": str(work), "step": STEPS}
-    tok = checkpoint.load_tokenizer(work / "model")
+    tok = checkpoint.model_tokenizer(work / "model")
     text = "Kalo mine supo, tari vezu."
     assert tok.vocab_size == 100 and tok.encode(text) == source.tokenizer.encode(text)

@@ -292,7 +292,7 @@ def load(path: str | os.PathLike) -> tuple[AlbertConfig, dict[str, Any]]:
     return config, legacy.canonical_tree(jax.tree_util.tree_map(np.asarray, params), want)
 
 
-def load_tokenizer(path: str | os.PathLike):
+def model_tokenizer(path: str | os.PathLike):
     """The checkpoint's tokenizer, or None if it was saved without one."""
     if read_meta(path).get("tokenizer") is None:
         return None

@@ -33,7 +33,7 @@ from albert_jax.checkpoints import checkpoint, hf, legacy, tf
 from albert_jax.checkpoints.checkpoint import short_error
 from albert_jax.checkpoints.common import expected_shapes
 from albert_jax.checkpoints.errors import ConversionError
-from albert_jax.data.pipeline import DataConfigError, load_tokenizer, resolve_paths
+from albert_jax.data.pipeline import DataConfigError, corpus_tokenizer, resolve_paths
 from albert_jax.model import presets, sharing
 from albert_jax.model.config import AlbertConfig
 from albert_jax.text import tokenization
@@ -100,7 +100,7 @@ def load_source(src: str, config_path: str | None = None) -> Source:
         try:
             config, params = checkpoint.load(src)
             head = checkpoint.load_head(src)
-            tokenizer = checkpoint.load_tokenizer(src)
+            tokenizer = checkpoint.model_tokenizer(src)
         except (checkpoint.CheckpointError, TokenizerError) as e:
             raise ConversionError(str(e)) from e
         return Source(config, params, tokenizer, fmt, src, head=head)
@@ -180,7 +180,7 @@ def read_tokenizer(src: str):
         return tokenization.load_tokenizer(src)
     if checkpoint.is_checkpoint(src):
         try:
-            return checkpoint.load_tokenizer(src)
+            return checkpoint.model_tokenizer(src)
         except checkpoint.CheckpointError as e:
             raise ConversionError(str(e)) from e
     if is_workdir(src):
@@ -326,7 +326,7 @@ def load_workdir(workdir: str, step: int | None = None) -> Source:
     tokenizer = None
     try:  # the corpus tokenizer, as the run resolved it (data_dir relative to the workdir)
         data = resolve_paths(run.data, workdir)
-        tokenizer = load_tokenizer(data, model_vocab_size=config.vocab_size)
+        tokenizer = corpus_tokenizer(data, model_vocab_size=config.vocab_size)
     except (AttributeError, KeyError, OSError, TokenizerError, DataConfigError) as e:
         notes.append(f"the corpus tokenizer is not usable ({type(e).__name__}: {e}): none kept")
     location = paths.join(workdir, CHECKPOINTS_DIR, str(s))

@@ -2,7 +2,7 @@
 them; tokenizing runs in worker processes and resumes after an interruption, ``parallel``), the
 corpus tokenizer (trained on the input, or copied from ``tokenizer_model`` or the checkpoint
 continued pretraining starts from: ``ensure_tokenizer``), and the data config's paths
-(``resolve_paths``) and tokenizer (``load_tokenizer``).
+(``resolve_paths``) and tokenizer (``corpus_tokenizer``).
 
 On disk each document is ``ids`` (int32, all sentences concatenated), ``sentence_lengths``
 (int32) and ``word_starts`` (bool, whole-word start flag per token), so it round-trips exactly,
@@ -35,12 +35,12 @@ from albert_jax.errors import InputError
 from albert_jax.text.tokenization import (
     META_FILE,
     MODEL_FILE,
+    load_tokenizer,
     pretraining_ids,
     read_tokenizer,
     save_tokenizer,
     train_sentencepiece,
 )
-from albert_jax.text.tokenization import load_tokenizer as load_dir
 from albert_jax.text.wordpiece import VOCAB_FILE
 
 log = logging.getLogger(__name__)
@@ -76,13 +76,13 @@ def resolve_paths(data_config, workdir: str | None = None):
     return cfg
 
 
-def load_tokenizer(data_config, model_vocab_size: int | None = None):
+def corpus_tokenizer(data_config, model_vocab_size: int | None = None):
     """The corpus tokenizer (SentencePiece or WordPiece) in ``data.tokenizer_dir``, checked for
     the symbols pretraining needs and against the configured vocab sizes. With
     ``data.hard_vocab_limit=False`` SentencePiece may have stopped below ``data.vocab_size``; the
     model then keeps ``vocab_size`` rows, the ones past the tokenizer's never used."""
     where = data_config.tokenizer_dir
-    tok = load_dir(where, strict=False)
+    tok = load_tokenizer(where, strict=False)
     pretraining_ids(tok)
     want = int(data_config.vocab_size)
     soft = not data_config.get("hard_vocab_limit", True)
@@ -332,7 +332,7 @@ def build(data_config, train_tokenizer: bool = True, tokenizer=None, source: str
     """Tokenizer (if missing and allowed; see ``ensure_tokenizer``) + checks + corpus; a summary
     dict. Paths resolved."""
     trained = ensure_tokenizer(data_config, tokenizer, source) if train_tokenizer else False
-    load_tokenizer(data_config)  # conventions + vocab size, before spending time on the corpus
+    corpus_tokenizer(data_config)  # conventions + vocab size, before spending time on the corpus
     stats = prepare(data_config)
     builder = make_builder(data_config)
     info = {

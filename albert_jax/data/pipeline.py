@@ -39,7 +39,7 @@ import grain
 import numpy as np
 
 from albert_jax.data import corpus, masking, pairs
-from albert_jax.data.corpus import DataConfigError, load_tokenizer, resolve_paths  # re-exported
+from albert_jax.data.corpus import DataConfigError, corpus_tokenizer, resolve_paths  # re-exported
 from albert_jax.text.tokenization import CLS_ID, MASK_ID, PAD_ID, SEP_ID, pretraining_ids
 
 _PERM_STREAM, _PAIR_STREAM, _MASK_STREAM = 0, 1, 2
@@ -368,7 +368,7 @@ def make_dataset(
     """
     d = data_config
     per_process = check_config(d, process_count)
-    tok = load_tokenizer(d, model_vocab_size) if check_tokenizer else None
+    tok = corpus_tokenizer(d, model_vocab_size) if check_tokenizer else None
     if source is None:
         source = corpus.open_source(d, split)
     num_docs = len(source)
@@ -461,7 +461,7 @@ __all__ = [
     "ExampleSpec",
     "TRAIN_FIELDS",
     "check_config",
-    "load_tokenizer",
+    "corpus_tokenizer",
     "make_dataset",
     "make_iterator",
     "resolve_paths",
