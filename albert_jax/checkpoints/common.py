@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from flax import traverse_util
 
 from albert_jax.checkpoints.errors import ConversionError
 from albert_jax.model.config import AlbertConfig
@@ -22,25 +23,14 @@ def expected_shapes(
     return {k: tuple(v.shape) for k, v in flatten(param_shapes(config, head)).items()}
 
 
-def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out = {}
-    for k, v in tree.items():
-        if isinstance(v, dict):
-            out.update(flatten(v, f"{prefix}{k}/"))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
+def flatten(tree: dict[str, Any]) -> dict[str, Any]:
+    """{'a/b/c': leaf} of a nested dict (only dicts are nodes: a per-layer list is one leaf)."""
+    return traverse_util.flatten_dict(tree, sep="/")
 
 
 def unflatten(flat: dict[str, Any]) -> dict[str, Any]:
-    tree: dict[str, Any] = {}
-    for path, v in flat.items():
-        node = tree
-        *parents, leaf = path.split("/")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = v
-    return tree
+    """The nested dict of a {'a/b/c': leaf} dict (`flatten`'s inverse)."""
+    return traverse_util.unflatten_dict(flat, sep="/")
 
 
 def is_stacked(config: AlbertConfig, path: str) -> bool:

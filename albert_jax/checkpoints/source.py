@@ -359,7 +359,7 @@ def convert(
         raise ConversionError(f"unknown output format {to!r} (albert_jax or hf)")
     check_out(src, out, overwrite)
     source = load_source(src, config_path)
-    n = sum(int(np.size(x)) for x in _leaves(source.params))
+    n = sum(int(np.size(x)) for x in jax.tree_util.tree_leaves(source.params))
     report = [f"read {source.format} checkpoint {source.location}: {n:,} parameters"]
     report.append(f"  config: {describe(source.config)}")
     tok = source.tokenizer
@@ -434,8 +434,3 @@ def check_out(src: str, out: str, overwrite: bool = False) -> None:
             f"OUT {out} exists and holds files convert did not write ({listed}); not replacing "
             "it: choose another OUT, or --overwrite to replace it"
         )
-
-
-def _leaves(tree):
-    for v in tree.values():
-        yield from (_leaves(v) if isinstance(v, dict) else [v])

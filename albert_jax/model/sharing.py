@@ -39,7 +39,7 @@ def stacked_paths(config: AlbertConfig) -> frozenset[str]:
         boxed["params"], is_leaf=lambda x: isinstance(x, nn.Partitioned)
     )
     return frozenset(
-        "/".join(str(k.key) for k in path)
+        jax.tree_util.keystr(path, simple=True, separator="/")
         for path, leaf in leaves
         if isinstance(leaf, nn.Partitioned) and leaf.names[:1] == ("layers",)
     )

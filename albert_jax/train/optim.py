@@ -70,16 +70,9 @@ _DEFAULTS = dict(
 
 
 def path_str(path: Sequence[Any]) -> str:
-    """'/'.join of a jax key path's keys: `encoder/attention/query/kernel`."""
-    parts = []
-    for k in path:
-        for attr in ("key", "name", "idx"):
-            if hasattr(k, attr):
-                parts.append(str(getattr(k, attr)))
-                break
-        else:
-            parts.append(str(k))
-    return "/".join(parts)
+    """'/'.join of a jax key path's keys: `encoder/attention/query/kernel` (what the `optim.*`
+    regexes, e.g. lr_multipliers and frozen, match)."""
+    return jax.tree_util.keystr(tuple(path), simple=True, separator="/")
 
 
 def _map_with_path(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
