@@ -1,15 +1,11 @@
-"""Shared fixtures for the data tests (imported by the test modules; conftest.py is not ours).
-
-The SentencePiece model and the tokenized People's Daily corpus are built once per session and
-cached at module level, so importing these fixtures into several modules still builds once.
-"""
+"""The People's Daily corpus of the data tests: its sentences, and its SentencePiece model and
+tokenized corpus built in a temporary directory (once per session, by the `pd_data` fixture of
+tests/conftest.py)."""
 
 from __future__ import annotations
 
 import os
 import sys
-
-import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
@@ -18,8 +14,6 @@ if REPO not in sys.path:
 from configs.pretrain import common  # noqa: E402
 
 TEST_VOCAB = 4000
-_CACHE: dict = {}
-__all__ = ["pd_config", "pd_data", "pd_tokenizer"]
 
 
 def peoples_daily_sentences(limit: int | None = None) -> list[str]:
@@ -30,9 +24,9 @@ def peoples_daily_sentences(limit: int | None = None) -> list[str]:
     return out[:limit] if limit else out
 
 
-def _build(tmp_path_factory):
-    if "data" in _CACHE:
-        return _CACHE["data"]
+def build(tmp_path_factory):
+    """(resolved data ConfigDict, build stats) of the corpus built under a new temporary
+    directory."""
     from albert_jax.data import corpus, pipeline
     from albert_jax.text.tokenization import train_sentencepiece
 
@@ -51,23 +45,4 @@ def _build(tmp_path_factory):
         seed_sentencepiece_size=100_000,
     )
     stats = corpus.prepare(d)
-    _CACHE["data"] = (d, stats)
-    return _CACHE["data"]
-
-
-@pytest.fixture(scope="session")
-def pd_data(tmp_path_factory):
-    """(resolved data ConfigDict, build stats) for the People's Daily corpus."""
-    return _build(tmp_path_factory)
-
-
-@pytest.fixture(scope="session")
-def pd_config(pd_data):
-    return pd_data[0]
-
-
-@pytest.fixture(scope="session")
-def pd_tokenizer(pd_config):
-    from albert_jax.text.tokenization import SentencePieceTokenizer
-
-    return SentencePieceTokenizer.from_dir(pd_config.tokenizer_dir)
+    return d, stats

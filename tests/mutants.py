@@ -98,7 +98,8 @@ WIRING_DROPOUT = (
 PD_STATISTICS = "tests/test_data_pipeline.py::test_statistics_on_peoples_daily"
 OWN_WORDPIECE = "tests/test_own_corpus.py::test_wordpiece_vocab_examples_use_its_special_ids"
 MALLOC = (
-    "tests/test_cli.py::test_entry_points_reuse_freed_host_memory_instead_of_faulting_it_in_again"
+    "tests/integration/test_fresh_process.py::"
+    "test_entry_points_reuse_freed_host_memory_instead_of_faulting_it_in_again"
 )
 STEP_KEYS = (
     "tests/test_trainer_wiring.py::test_dropout_key_is_folded_with_the_step_and_the_micro_batch"
@@ -585,7 +586,7 @@ MUTANTS = [
     Mutant(
         "corpus-name-ignores-vocab",
         DOCUMENTS,
-        '        int(d.get("vocab_size", 0)),\n',
+        "        int(d.vocab_size),\n",
         "",
         "the corpus name ignores the vocabulary size: another tokenizer reuses a stale corpus",
         ("tests/test_own_corpus.py::test_corpus_name_follows_inputs_and_settings",),

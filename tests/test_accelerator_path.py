@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import tiny_batch, tiny_config
-from test_model import LAYOUT_GROUPS, check_against_numpy, numpy_forward, reference_params
+from support.reference import LAYOUT_GROUPS, check_against_numpy, numpy_forward, reference_params
 
 from albert_jax import AlbertForPreTraining, AlbertModel
 from albert_jax.model import albert

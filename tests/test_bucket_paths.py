@@ -1,22 +1,20 @@
 """Runs and corpora in a bucket (issue 13): `--workdir gs://...`, input files and the tokenizer in
 the bucket, as on a TPU pod. `tests/fake_bucket.py` stores gs:// paths in a local directory
 (offline); anything that turned the URI into a local path would write under the current
-directory's `gs:` folder instead, so each test also checks that none appeared."""
+directory's `gs:` folder instead, so the `bucket` fixture (tests/conftest.py) also checks that
+none appeared. The commands run in a bucket: tests/integration/test_bucket_runs.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 
 import jax
 import numpy as np
 import pytest
-from etils import epath
 from fake_bucket import fake_gcs
 from helpers import random_params, tiny_config
-from test_finetune import files, pretrained  # noqa: F401 (fixtures)
-from test_own_corpus import CPU_SMALL, ROOT, SHORT, SP_FIXTURE, documents, run, texts  # noqa: F401
+from support.corpus import SP_FIXTURE
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
@@ -24,20 +22,6 @@ from albert_jax.data import corpus, pipeline
 from albert_jax.data.documents import expand_inputs
 from albert_jax.model.albert import AlbertForPreTraining
 from configs.pretrain import common
-
-FAKE = os.path.join(ROOT, "tests", "fake_bucket.py")
-
-
-@pytest.fixture
-def bucket(tmp_path, monkeypatch):
-    """(store, cwd): the bucket's local store and an empty current directory."""
-    store, cwd = tmp_path / "store", tmp_path / "cwd"
-    store.mkdir()
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the local side of train.log and TensorBoard
-    yield store, cwd
-    assert not (cwd / "gs:").exists(), "a gs:// path was used as a local path"
 
 
 def test_paths_keep_uris_and_resolve_local_paths(tmp_path, monkeypatch):
@@ -54,7 +38,7 @@ def test_paths_keep_uris_and_resolve_local_paths(tmp_path, monkeypatch):
     assert r.input_files == ["gs://b/texts/*.txt", str(tmp_path / "local.txt")]
 
 
-def test_inputs_tokenizer_and_checkpoint_in_a_bucket(bucket, texts):  # noqa: F811
+def test_inputs_tokenizer_and_checkpoint_in_a_bucket(bucket, texts):
     store, cwd = bucket
     shutil.copytree(texts / "texts", store / "b" / "texts")
     shutil.copytree(os.path.dirname(SP_FIXTURE), store / "b" / "tok")
@@ -81,69 +65,3 @@ def test_inputs_tokenizer_and_checkpoint_in_a_bucket(bucket, texts):  # noqa: F8
         pairs = zip(jax.tree.leaves(params), jax.tree.leaves(loaded), strict=True)
         assert all(np.array_equal(a, b) for a, b in pairs)
     assert sorted(os.listdir(store / "b")) == ["ckpt", "copy", "texts", "tok"]  # no temporaries
-
-
-@pytest.mark.slow
-def test_pretraining_with_workdir_and_corpus_in_a_bucket(bucket, texts):  # noqa: F811
-    """`python -m pretrain --workdir gs://...` with the input files in the bucket: the corpus,
-    tokenizer, checkpoints, metrics and the final model land in the bucket; a rerun resumes;
-    the Python API reads the model back from the bucket."""
-    store, cwd = bucket
-    shutil.copytree(texts / "texts", store / "b" / "texts")
-    args = [FAKE, str(store), "-m", "pretrain", "--config", CPU_SMALL, "--workdir", "gs://b/run"]
-    args += ["--config.data.input_files=gs://b/texts", "--config.data.vocab_size=3000", *SHORT]
-    out = run(args, cwd=cwd).stdout
-    assert json.loads(out.strip().splitlines()[-1])["model"] == "gs://b/run/model"
-    work = store / "b" / "run"
-    for name in ("config.json", "metrics.jsonl", "train.log", "checkpoints/2", "model/params",
-                 "data/tokenizer/spiece.model", "tensorboard"):  # fmt: skip
-        assert (work / name).exists(), name
-    rows = [json.loads(x) for x in (work / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows if r["split"] == "train"] == [1, 2]
-    assert not (work / "data" / "parts").exists() or not os.listdir(work / "data" / "parts")
-    # Rerun with more steps: resumes from step 2 in the bucket, appends to the metrics.
-    more = [a if a != "--config.total_steps=2" else "--config.total_steps=3" for a in args]
-    run(more, cwd=cwd)
-    rows = [json.loads(x) for x in (work / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows if r["split"] == "train"] == [1, 2, 3]
-    with fake_gcs(store):
-        config, params = checkpoint.load("gs://b/run/model")
-        meta = checkpoint.read_meta("gs://b/run/model")
-        assert meta["info"] == {"source": "gs://b/run", "step": 3}
-        assert checkpoint.model_tokenizer("gs://b/run/model").vocab_size == config.vocab_size
-        assert epath.Path("gs://b/run/checkpoints/3").exists()
-
-
-@pytest.mark.slow
-def test_finetuning_from_and_into_a_bucket(bucket, pretrained, files):  # noqa: F811
-    """`python -m finetune` with the checkpoint, the task files and the workdir in a bucket,
-    then `finetune.predict` from the bucket's best checkpoint into the bucket."""
-    store, cwd = bucket
-    shutil.copytree(pretrained, store / "b" / "model")
-    shutil.copytree(files, store / "b" / "data")
-    cmd = [FAKE, str(store), "-m", "finetune", "--config", f"{ROOT}/configs/finetune/tsv.py",
-           "--workdir", "gs://b/ft", "--config.init=gs://b/model", "--config.unshare=all",
-           "--config.task.train=gs://b/data/cls_train.jsonl",
-           "--config.task.dev=gs://b/data/cls_dev.jsonl", "--config.task.max_seq_length=16",
-           "--config.batch_size=8", "--config.eval_batch_size=8", "--config.total_steps=4",
-           "--config.eval_every=2", "--config.progress_bar=False",
-           "--config.lr_search.enabled=False"]  # fmt: skip
-    out = run(cmd, cwd=cwd).stdout
-    assert "layout all -> none" in out
-    ft = store / "b" / "ft"
-    assert json.loads((ft / "best.json").read_text())["step"] in (2, 4)
-    assert (ft / "predictions" / "dev.jsonl").exists() and (ft / "summary.json").exists()
-    predict = [
-        "-m",
-        "finetune.predict",
-        "--checkpoint",
-        "gs://b/ft/best",
-        "--output",
-        "gs://b/p.jsonl",
-    ]
-    run([FAKE, str(store), *predict, "--input", "gs://b/data/cls_test.jsonl"], cwd=cwd)
-    rows = [json.loads(x) for x in (store / "b" / "p.jsonl").read_text().splitlines()]
-    assert len(rows) == 11 and {r["prediction"] for r in rows} <= {"neg", "pos"}
-    with fake_gcs(store):
-        config, _ = checkpoint.load("gs://b/ft/best")
-        assert config.layout == "none"

@@ -9,9 +9,9 @@ import logging
 import jax
 import numpy as np
 import pytest
-from test_finetune import N_DEV, TOKENIZER, files, make_config, tiny_config  # noqa: F401
-from test_finetune_relation import re_config, re_files  # noqa: F401 (a fixture)
-from test_finetune_seq2seq import s2s_config, s2s_files  # noqa: F401 (a fixture)
+from support.finetune import N_DEV, TOKENIZER, make_config, tiny_config
+from support.relation import re_config
+from support.seq2seq import s2s_config
 
 from albert_jax.checkpoints import checkpoint
 from albert_jax.model.albert import AlbertForPreTraining, init_params
@@ -136,18 +136,18 @@ def oracle(task, target):
 
 
 @pytest.fixture(scope="module")
-def cls_task(pretrained, files):  # noqa: F811
+def cls_task(pretrained, files):
     config = runs.resolve_schedule(make_config(pretrained, "classification", files), 24)
     return F.make_task(config, F.FinetuneData(config, splits=("train", "dev")))
 
 
 @pytest.fixture(scope="module")
-def tag_task(pretrained, files):  # noqa: F811
+def tag_task(pretrained, files):
     config = runs.resolve_schedule(make_config(pretrained, "tagging", files), 24)
     return F.make_task(config, F.FinetuneData(config, splits=("train", "dev")))
 
 
-def test_classification_collapse_warns_in_train_log(cls_task, files, caplog, tmp_path):  # noqa: F811
+def test_classification_collapse_warns_in_train_log(cls_task, files, caplog, tmp_path):
     task = cls_task
     assert task.data.labels == ["neg", "pos"]
     golds = dev_golds(files / "cls_dev.jsonl", "label")
@@ -172,7 +172,7 @@ def test_classification_collapse_warns_in_train_log(cls_task, files, caplog, tmp
     assert expected in open(log_path).read()
 
 
-def test_classification_healthy_predictions_stay_silent(cls_task, files, caplog):  # noqa: F811
+def test_classification_healthy_predictions_stay_silent(cls_task, files, caplog):
     task = cls_task
     labels = oracle(task, "label")
 
@@ -185,7 +185,7 @@ def test_classification_healthy_predictions_stay_silent(cls_task, files, caplog)
     assert values["collapsed"] == 0.0 and values["accuracy"] == 1.0
 
 
-def test_tagging_all_O_warns_and_healthy_tags_stay_silent(tag_task, files, caplog):  # noqa: F811
+def test_tagging_all_O_warns_and_healthy_tags_stay_silent(tag_task, files, caplog):
     task = tag_task
     labels = task.data.labels
     words = [w for s in open(files / "tag_dev.conll").read().split("\n\n") for w in s.split("\n")]
@@ -230,7 +230,7 @@ QA = [  # (context, answer or None): single-window contexts of fixture-vocabular
 
 
 @pytest.fixture(scope="module")
-def qa_task(pretrained, tmp_path_factory):  # noqa: F811
+def qa_task(pretrained, tmp_path_factory):
     from helpers import split_files_config
 
     d = tmp_path_factory.mktemp("qa_collapse")
@@ -325,7 +325,7 @@ def test_choice_one_option_always_fires():
     assert ChoiceTask.collapse(None, rows, {}) is None
 
 
-def test_relations_without_any_triple_fire(caplog, re_files, model_from):  # noqa: F811
+def test_relations_without_any_triple_fire(caplog, re_files, model_from):
     task = built(re_config("", re_files), model_from)
     assert isinstance(task, RelationTask)
     one = [{"subject": "a", "predicate": "p", "object": "b"}]
@@ -344,7 +344,7 @@ def test_relations_without_any_triple_fire(caplog, re_files, model_from):  # noq
 
 def test_seq2seq_empty_or_identical_generations_fire_through_evaluate(
     caplog,
-    s2s_files,  # noqa: F811
+    s2s_files,
     model_from,
 ):
     task = built(s2s_config("", s2s_files), model_from)

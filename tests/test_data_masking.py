@@ -11,6 +11,7 @@ import random
 
 import numpy as np
 import pytest
+from support.masking import reference_spans, two_sample_close
 
 from albert_jax.data import masking
 from albert_jax.text.tokenization import MASK_ID
@@ -28,36 +29,6 @@ def _sequence(rng, length, p_start=0.7):
     starts = rng.random(length) < p_start
     starts[special] = True
     return toks, starts, special
-
-
-def _reference_spans(starts, special, budget, rnd: random.Random, probs):
-    """The reference algorithm over Python lists (words from token_boundary, shuffled n-gram
-    candidates, n drawn per candidate, shrink to fit, skip on overlap)."""
-    words = []
-    for i in range(len(starts)):
-        if special[i]:
-            continue
-        if words and not starts[i]:
-            words[-1].append(i)
-        else:
-            words.append([i])
-    cands = [[words[i : i + n] for n in range(1, len(probs) + 1)] for i in range(len(words))]
-    rnd.shuffle(cands)
-    covered, masked, spans = set(), [], []
-    for cand in cands:
-        if len(masked) >= budget:
-            break
-        n = rnd.choices(range(1, len(probs) + 1), weights=probs)[0]
-        idx = sum(cand[n - 1], [])
-        while len(masked) + len(idx) > budget and n > 1:
-            n -= 1
-            idx = sum(cand[n - 1], [])
-        if len(masked) + len(idx) > budget or any(i in covered for i in idx):
-            continue
-        covered.update(idx)
-        masked.extend(idx)
-        spans.append(len(cand[n - 1]))
-    return sorted(masked), spans
 
 
 def _mask(toks, starts, special, seed, maxp=20, **kw):
@@ -121,14 +92,6 @@ def test_deterministic_per_seed():
     assert not np.array_equal(a.positions, c.positions)
 
 
-def _two_sample_close(a_counts, b_counts, sigmas=5.0):
-    a, b = np.asarray(a_counts, float), np.asarray(b_counts, float)
-    pa, pb = a / a.sum(), b / b.sum()
-    pooled = (a + b) / (a.sum() + b.sum())
-    se = np.sqrt(pooled * (1 - pooled) * (1 / a.sum() + 1 / b.sum()))
-    assert np.all(np.abs(pa - pb) <= sigmas * se + 1e-12), (pa, pb, se)
-
-
 @pytest.mark.parametrize("favor_shorter", [True, False])
 def test_span_lengths_match_reference_loop(favor_shorter):
     probs = masking.ngram_probs(3, favor_shorter)
@@ -141,10 +104,10 @@ def test_span_lengths_match_reference_loop(favor_shorter):
         m = _mask(toks, starts, special, seed, 20, favor_shorter_ngram=favor_shorter)
         ours += np.bincount(m.span_words, minlength=4)
         masked_ours += len(m.positions)
-        pos, spans = _reference_spans(starts, special, m.budget, rnd, probs)
+        pos, spans = reference_spans(starts, special, m.budget, rnd, probs)
         ref += np.bincount(spans, minlength=4)
         masked_ref += len(pos)
-    _two_sample_close(ours[1:], ref[1:])
+    two_sample_close(ours[1:], ref[1:])
     assert abs(masked_ours - masked_ref) / masked_ref < 0.01
     # Without budget/overlap effects the law is p(n) ∝ 1/n; accepted spans lean shorter.
     frac = ours[1:] / ours[1:].sum()

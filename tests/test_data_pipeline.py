@@ -1,21 +1,18 @@
 """The grain pipeline on the real People's Daily corpus: statistics, determinism, resume, shards,
-and bad input. The corpus and tokenizer are built once per session (tests/data_fixtures.py)."""
+and bad input. The corpus and tokenizer are built once per session (the `pd_data` fixture,
+tests/conftest.py); tests/integration/test_data_cli.py resumes in a fresh process."""
 
 from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
-import textwrap
 
 import ml_collections
 import numpy as np
 import pytest
 from absl import flags
-from data_fixtures import *  # noqa: F403  (session fixtures)
-from data_fixtures import REPO
-from test_data_masking import _reference_spans, _two_sample_close
+from support.masking import reference_spans, two_sample_close
+from support.pipeline import cfg, take
 
 from albert_jax.data import corpus, masking, pipeline
 from albert_jax.data.documents import doc_sentences, split_sentences, strip_tags, tokenize_documents
@@ -24,22 +21,6 @@ from pretrain.inspect_data import iter_examples, render, summarize
 
 if not flags.FLAGS.is_parsed():
     flags.FLAGS.mark_as_parsed()  # grain workers read absl flags
-
-
-def cfg(base, **overrides):
-    d = base.copy_and_resolve_references()
-    with d.unlocked():
-        for k, v in overrides.items():
-            d[k] = v
-    return d
-
-
-def take(d, n_batches, **kw):
-    it = pipeline.make_iterator(d, **kw)
-    try:
-        return [next(it) for _ in range(n_batches)]
-    finally:
-        it.close()
 
 
 def assert_same(xs, ys):
@@ -100,12 +81,10 @@ def test_statistics_on_peoples_daily(pd_config, capsys):
         L, la = int(ex["length"]), int(ex["len_a"])
         special = np.zeros(L, bool)
         special[[0, la + 1, L - 1]] = True
-        _, spans = _reference_spans(
-            ex["token_boundary"][:L], special, int(ex["budget"]), rnd, probs
-        )
+        _, spans = reference_spans(ex["token_boundary"][:L], special, int(ex["budget"]), rnd, probs)
         ref += np.bincount(spans, minlength=4)
     ours = np.sum([ex["span_counts"] for ex in examples], axis=0)
-    _two_sample_close(ours, ref[1:])
+    two_sample_close(ours, ref[1:])
     frac = ours / ours.sum()
     assert frac[0] > frac[1] > frac[2]
 
@@ -195,64 +174,6 @@ def test_masks_are_redrawn_every_epoch():
     assert len(same) >= 10
     repeated = sum(np.array_equal(seen[0][k][1], seen[1][k][1]) for k in same)
     assert repeated <= len(same) // 4, (repeated, len(same))
-
-
-def _resume_script(tmp_path):
-    path = tmp_path / "resume.py"
-    path.write_text(
-        textwrap.dedent(
-            f"""
-            import json, sys
-            sys.path.insert(0, {REPO!r})
-            import ml_collections, numpy as np
-            from absl import flags
-            from albert_jax.data import pipeline
-
-            def main():
-                flags.FLAGS(sys.argv[:1])
-                cfg_json, mode, state_file, out, n = sys.argv[1:6]
-                d = ml_collections.ConfigDict(json.loads(open(cfg_json).read()))
-                it = pipeline.make_iterator(d)
-                if mode == "restore":
-                    it.set_state(pipeline.state_from_json(open(state_file).read()))
-                batches = [next(it) for _ in range(int(n))]
-                if mode == "save":
-                    open(state_file, "w").write(pipeline.state_to_json(it.get_state()))
-                np.savez(out, **{{f"{{i}}_{{k}}": v for i, b in enumerate(batches)
-                                  for k, v in b.items()}})
-                it.close()
-
-            if __name__ == "__main__":
-                main()
-            """
-        )
-    )
-    return path
-
-
-@pytest.mark.parametrize("workers", [0, pytest.param(1, marks=pytest.mark.slow)])
-def test_resume_in_fresh_process(pd_config, tmp_path, workers):
-    d = cfg(
-        pd_config, global_batch_size=8, max_seq_length=64, worker_count=workers, shuffle_window=64
-    )
-    cfg_json = tmp_path / "cfg.json"
-    cfg_json.write_text(d.to_json())
-    script = _resume_script(tmp_path)
-    state = tmp_path / "state.json"
-    for mode, out, n in (("save", "first.npz", 3), ("restore", "rest.npz", 3)):
-        r = subprocess.run(
-            [sys.executable, script, cfg_json, mode, state, tmp_path / out, str(n)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert r.returncode == 0, r.stderr[-3000:]
-    straight = take(d, 6)
-    first, rest = np.load(tmp_path / "first.npz"), np.load(tmp_path / "rest.npz")
-    for i, b in enumerate(straight):
-        src, j = (first, i) if i < 3 else (rest, i - 3)
-        for k, v in b.items():
-            np.testing.assert_array_equal(src[f"{j}_{k}"], v, err_msg=f"batch {i} {k}")
 
 
 @pytest.mark.slow
@@ -420,39 +341,6 @@ def _empty(tmp_path):
     p = tmp_path / "empty.txt"
     p.write_text("\n\n   \n")
     return p
-
-
-def test_inspect_data_cli(pd_config, tmp_path):
-    out = tmp_path / "ex.jsonl"
-    args = [
-        f"--config.data.{k}={v}"
-        for k, v in {
-            "data_dir": pd_config.data_dir,
-            "vocab_size": pd_config.vocab_size,
-        }.items()
-    ]
-    base = [
-        sys.executable,
-        "-m",
-        "pretrain.inspect_data",
-        "--config",
-        "configs/pretrain/cpu_small.py",
-    ]
-    r = subprocess.run(
-        [*base, *args, "--jsonl", str(out), "--n", "7"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == 7
-    for row in rows:
-        n, k = row["length"], row["num_masked"]
-        assert len(row["input_ids"]) == len(row["segment_ids"]) == len(row["word_starts"]) == n
-        assert len(row["masked_lm_positions"]) == len(row["masked_lm_ids"]) == k
-        assert row["sentence_order_label"] in (0, 1)
 
 
 def test_render_marks_masks_segments_and_labels(pd_config, pd_tokenizer):

@@ -13,7 +13,7 @@ import re
 import shlex
 
 import pytest
-from test_own_corpus import check_overrides, placeholder
+from support.corpus import check_overrides, placeholder
 
 from albert_jax.experiments import sweep
 

@@ -203,7 +203,7 @@ def test_flops_count_both_networks_as_xla_does():
 def test_electra_resume_is_bit_exact(tmp_path):
     """Stop at step 4, resume to 6: the state (both encoders, different layouts) and the step
     metrics equal those of a straight run."""
-    from test_trainer import assert_trees_equal, load_state, read_metrics
+    from support.trainer import assert_trees_equal, load_state, read_metrics
 
     kw = {"objective": "electra", "electra.generator_layout": "none", "optim.total_steps": 6}
 
@@ -304,72 +304,3 @@ def test_mlm_objective_has_no_sentence_head():
     )
     assert sorted(metrics) == ["mlm_accuracy", "mlm_loss"] and float(loss) == metrics["mlm_loss"]
     assert task.progress_keys == ("loss", "mlm_accuracy", "learning_rate")
-
-
-@pytest.mark.slow
-def test_electra_command_to_model_finetuning_and_transformers(tmp_path):
-    """As a user types it: `python -m pretrain --config.objective=electra` (a grouped
-    discriminator, an unshared generator) writes WORKDIR/model, the discriminator backbone bit
-    for bit; it converts to transformers' AlbertModel and back unchanged, and
-    `python -m finetune --config.init=WORKDIR/model` fine-tunes it."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    from test_sweep import write_task
-    from test_workdir_source import (
-        CONFIG,
-        MODEL,
-        REPO,
-        STEPS,
-        assert_bitwise_equal,
-        trainer_params,
-        write_corpus,
-    )
-
-    from albert_jax.checkpoints import checkpoint
-    from albert_jax.convert import main as convert_cli
-
-    write_corpus(tmp_path / "corpus.txt")
-    model = {k: v for k, v in MODEL.items() if k != "vocab_size"}
-    config_file = tmp_path / "tiny.py"
-    config_file.write_text(
-        CONFIG.format(corpus=str(tmp_path / "corpus.txt"), model=model, steps=STEPS)
-    )
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    work = tmp_path / "run"
-    cmd = [sys.executable, "-m", "pretrain", f"--config={config_file}", f"--workdir={work}"]
-    cmd += ["--config.objective=electra", "--config.electra.generator_layout=none"]
-    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    rows = [json.loads(x) for x in (work / "metrics.jsonl").read_text().splitlines()]
-    last = [r for r in rows if r["split"] == "train"][-1]
-    assert last["step"] == STEPS and last["train_flops"] > 0
-    assert {"disc_accuracy", "disc_precision", "disc_recall", "sampled_original"} <= set(last)
-
-    state = trainer_params(work, STEPS)
-    assert {"generator", "discriminator"} <= set(state)
-    config, params = checkpoint.load(work / "model")
-    assert sorted(params) == ["embeddings", "encoder", "pooler"] and config.layout == "groups:2"
-    assert_bitwise_equal(params, {k: state[k] for k in params})
-
-    hf, back = tmp_path / "hf", tmp_path / "back"
-    assert convert_cli([str(work / "model"), str(hf), "--to", "hf"]) == 0
-    assert json.loads((hf / "config.json").read_text())["architectures"] == ["AlbertModel"]
-    assert convert_cli([str(hf), str(back)]) == 0
-    assert_bitwise_equal(checkpoint.load(back)[1], params)
-
-    write_task(tmp_path / "train.tsv", 24)
-    write_task(tmp_path / "dev.tsv", 11)
-    fine = tmp_path / "fine"
-    cmd = [sys.executable, "-m", "finetune", "--config", "configs/finetune/tsv.py"]
-    cmd += [f"--workdir={fine}", f"--config.init={work / 'model'}"]
-    cmd += [f"--config.task.{s}={tmp_path / 'train.tsv' if s == 'train' else tmp_path / 'dev.tsv'}"
-            for s in ("train", "dev", "test")]  # fmt: skip
-    cmd += ["--config.task.max_seq_length=32", "--config.total_steps=2", "--config.eval_every=2"]
-    cmd += ["--config.batch_size=8", "--config.eval_batch_size=8", "--config.progress_bar=False"]
-    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    tuned = checkpoint.load(fine / "best")[1]
-    assert "classifier" in tuned and tuned["encoder"].keys() == params["encoder"].keys()

@@ -1,106 +1,25 @@
-"""Fine-tuning end to end: `python -m finetune` from a checkpoint, every task type, unsharing,
-evaluation over whole splits, best checkpoint, predictions, seeds, and bad input."""
+"""Fine-tuning end to end from a checkpoint: every task type, unsharing, evaluation over whole
+splits, best checkpoint, predictions, seeds, and bad input (`python -m finetune` itself:
+tests/integration/test_finetune_cli.py)."""
 
 import json
 import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.finetune import N_DEV, TOKENIZER, make_config, read_jsonl, tiny_config, write_jsonl
 
-from albert_jax import AlbertConfig
 from albert_jax.checkpoints import checkpoint
-from albert_jax.model.albert import AlbertForPreTraining
 from albert_jax.model.heads import build_model
 from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import run as runs
 from albert_jax.tasks.data import DataError
 from albert_jax.text.tokenization import load_tokenizer
-from configs.finetune.common import get_common
 from tests.helpers import random_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOKENIZER = os.path.join(ROOT, "tests", "fixtures", "tokenizer_sp")
-WORDS = "the hotel is good bad room clean dirty staff nice".split()
-N_DEV = 13  # not a multiple of the evaluation batch (8): the last batch is padded
-
-
-def tiny_config(layout="all"):
-    return AlbertConfig(
-        vocab_size=120, embedding_size=16, hidden_size=32, num_layers=3, num_heads=4,
-        intermediate_size=48, max_position_embeddings=32,
-    ).with_layout(layout)  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def pretrained(tmp_path_factory):
-    """A pretraining checkpoint in our format with its tokenizer (random weights)."""
-    path = str(tmp_path_factory.mktemp("ckpt") / "model")
-    config = tiny_config()
-    params = random_params(AlbertForPreTraining(config))
-    checkpoint.save(path, config, params, tokenizer=load_tokenizer(TOKENIZER))
-    return path
-
-
-def write_jsonl(path, rows):
-    with open(path, "w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
-
-
-def sentences(rng, n, words=4):
-    return [" ".join(rng.choice(WORDS, words)) for _ in range(n)]
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("data")
-    rng = np.random.default_rng(0)
-    out = {}
-    for split, n in (("train", 24), ("dev", N_DEV), ("test", 11)):
-        texts = sentences(rng, n)
-        write_jsonl(
-            d / f"cls_{split}.jsonl",
-            [{"text": t, "label": "pos" if "good" in t else "neg"} for t in texts],
-        )
-        write_jsonl(
-            d / f"reg_{split}.jsonl",
-            [
-                {"a": t, "b": u, "score": float(len(t) % 5)}
-                for t, u in zip(texts, texts[::-1], strict=True)
-            ],
-        )
-        with open(d / f"tag_{split}.conll", "w") as f:
-            for t in texts:
-                for w in t.split():
-                    f.write(f"{w}\t{'B-X' if w == 'hotel' else 'O'}\n")
-                f.write("\n")
-        out[split] = d
-    return d
-
-
-def make_config(init, task_type, d, **kw):
-    c = get_common(task_type)
-    c.init = init
-    prefix, ext = {"classification": ("cls", "jsonl"), "regression": ("reg", "jsonl")}.get(
-        task_type, ("tag", "conll")
-    )
-    for split in ("train", "dev", "test"):
-        c.task[split] = str(d / f"{prefix}_{split}.{ext}")
-    if task_type == "regression":
-        c.task.update(text_a="a", text_b="b", label="score")
-    tiny = dict(batch_size=8, eval_batch_size=8, total_steps=6, eval_every=3, log_every=1)
-    tiny.update({"progress_bar": False, "task.max_seq_length": 16, "optim.learning_rate": 1e-3})
-    c.update_from_flattened_dict({**tiny, **kw})  # kw: dotted paths, as on the command line
-    return c
-
-
-def read_jsonl(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f]
 
 
 @pytest.mark.parametrize(
@@ -182,38 +101,6 @@ def test_predict_writes_the_logits_whose_softmax_are_the_probabilities(files, tm
     probs /= probs.sum(1, keepdims=True)
     np.testing.assert_allclose(probs, [r["probabilities"] for r in rows], atol=2e-6)
     assert [r["prediction"] for r in rows] == [head["labels"][i] for i in logits.argmax(1)]
-
-
-def test_cli_unshared_from_shared_checkpoint_then_python_api(pretrained, files, tmp_path):
-    """As a user types it: the command, then the Python API on what it wrote."""
-    cmd = [
-        sys.executable, "-m", "finetune", "--config", "configs/finetune/tsv.py",
-        "--workdir", str(tmp_path), f"--config.init={pretrained}", "--config.unshare=all",
-        f"--config.task.train={files}/cls_train.jsonl", f"--config.task.dev={files}/cls_dev.jsonl",
-        "--config.task.max_seq_length=16", "--config.batch_size=8", "--config.eval_batch_size=8",
-        "--config.total_steps=4", "--config.progress_bar=False",
-        "--config.optim.learning_rate=1e-2",
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "layout all -> none" in proc.stdout and "new 2 (classifier" in proc.stdout
-    assert " I1" not in proc.stdout and "INFO" not in proc.stderr  # library logs in train.log
-    assert os.path.getsize(tmp_path / "train.log") > 0
-    config, params = checkpoint.load(tmp_path / "best")
-    assert config.layout == "none"
-    # Every layer started from the one shared block and trained on its own.
-    q = params["encoder"]["attention"]["query"]["kernel"]
-    assert q.shape[0] == 3 and not np.allclose(q[0], q[1])
-    _, shared = checkpoint.load(pretrained)
-    assert not np.allclose(q[0], shared["encoder"]["attention"]["query"]["kernel"])
-    pred = subprocess.run(
-        [sys.executable, "-m", "finetune.predict", "--checkpoint", str(tmp_path / "best"),
-         "--input", f"{files}/cls_test.jsonl", "--output", str(tmp_path / "p.jsonl")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert pred.returncode == 0, pred.stderr[-3000:]
-    rows = read_jsonl(tmp_path / "p.jsonl")
-    assert len(rows) == 11 and {r["prediction"] for r in rows} <= {"neg", "pos"}
 
 
 @pytest.mark.parametrize("unshare", ["all", "attention", "ffn"])

@@ -1,19 +1,17 @@
 """Multiple choice (RACE format) end to end: reading JSONL / JSON / RACE directories with named
 errors, the blank rule, one sequence per option with the article cut first, the option-scoring
-head, masked padding options, training from a checkpoint shared and unshared, and the offline
-People's Daily choice dataset."""
+head, masked padding options, training from a checkpoint (unshared from the command line:
+tests/integration/test_finetune_cli.py), and the offline People's Daily choice dataset."""
 
 import json
 import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import quick_finetune
-from test_finetune import TOKENIZER, WORDS, pretrained, tiny_config  # noqa: F401 (a fixture)
+from support.choice import N_DEV, choice_config
+from support.finetune import TOKENIZER, WORDS, tiny_config
 
 from albert_jax.checkpoints import checkpoint
 from albert_jax.experiments import datasets
@@ -30,50 +28,6 @@ from albert_jax.tasks.choice import (
 )
 from albert_jax.tasks.data import DataError
 from albert_jax.text.tokenization import load_tokenizer
-from configs.finetune.common import get_common
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-N_DEV = 7  # not a multiple of the evaluation batch (8): the last batch is padded
-
-
-def record(rng, rid, questions, n_options=(4,)):
-    """A RACE record of fixture-vocabulary words; every other question has a `_` blank."""
-    qs, opts, answers = [], [], []
-    for k in range(questions):
-        n = int(rng.choice(n_options))
-        opts.append([str(w) for w in rng.choice(WORDS, n, replace=False)])
-        qs.append("the _ is good" if k % 2 else "which is clean")
-        answers.append(LETTERS[int(rng.integers(n))])
-    article = " ".join(rng.choice(WORDS, int(rng.integers(6, 14))))
-    return {"id": rid, "article": article, "questions": qs, "options": opts, "answers": answers}
-
-
-@pytest.fixture(scope="module")
-def race(tmp_path_factory):
-    """train.jsonl (some questions with 3 options), dev/ as RACE ships it (high/ and middle/,
-    one record a .txt file), test.json (one record)."""
-    d = tmp_path_factory.mktemp("race")
-    rng = np.random.default_rng(0)
-    with open(d / "train.jsonl", "w") as f:
-        for i in range(6):
-            f.write(json.dumps(record(rng, f"t{i}", 3, (3, 4))) + "\n")
-    for level, sizes in (("high", (2, 1)), ("middle", (3, 1))):  # 7 dev questions
-        os.makedirs(d / "dev" / level)
-        for i, n in enumerate(sizes):
-            with open(d / "dev" / level / f"{i}.txt", "w") as f:
-                json.dump(record(rng, f"{level}{i}.txt", n, (3, 4)), f)
-    with open(d / "test.json", "w") as f:
-        json.dump(record(rng, "test0", 3), f)
-    return d
-
-
-def choice_config(init, d, **kw):
-    c = get_common("multiple_choice")
-    c.init = init
-    c.task.update(train=str(d / "train.jsonl"), dev=str(d / "dev"), test=str(d / "test.json"))
-    c.task.num_choices = 4
-    c.task.max_seq_length = 24
-    return quick_finetune(c, 2, **kw)
 
 
 # ---- reading ----------------------------------------------------------------------------------
@@ -207,7 +161,7 @@ def test_head_scores_each_option_as_its_own_sequence():
     np.testing.assert_allclose(logits[1, 2], one[0], rtol=1e-5, atol=1e-6)
 
 
-def test_padded_options_never_get_probability(pretrained, race):  # noqa: F811
+def test_padded_options_never_get_probability(pretrained, race):
     config = choice_config(pretrained, race)
     config.task.num_choices = 5  # every question gets at least one padded option
     data = F.FinetuneData(config, splits=("train", "dev"))
@@ -235,7 +189,7 @@ def test_padded_options_never_get_probability(pretrained, race):  # noqa: F811
     assert np.all(np.isfinite(grad)) and np.all(np.asarray(grad)[cm == 0] == 0)
 
 
-def test_choice_trains_and_predicts_every_dev_question_once(pretrained, race, tmp_path):  # noqa: F811
+def test_choice_trains_and_predicts_every_dev_question_once(pretrained, race, tmp_path):
     runs.run(choice_config(pretrained, race), str(tmp_path))
     results = json.load(open(tmp_path / "results.json"))
     assert results["metric"] == "accuracy"
@@ -269,24 +223,6 @@ def test_choice_trains_and_predicts_every_dev_question_once(pretrained, race, tm
         atol=1e-5,
     )
     assert values["accuracy"] == pytest.approx(acc)
-
-
-@pytest.mark.slow
-def test_cli_unshared_choice(pretrained, race, tmp_path):  # noqa: F811
-    cmd = [
-        sys.executable, "-m", "finetune", "--config", "configs/finetune/race.py",
-        "--workdir", str(tmp_path), f"--config.init={pretrained}", "--config.unshare=all",
-        f"--config.task.train={race / 'train.jsonl'}", f"--config.task.dev={race / 'dev'}",
-        f"--config.task.test={race / 'test.json'}", "--config.task.num_choices=4",
-        "--config.task.max_seq_length=24", "--config.total_steps=2", "--config.batch_size=8",
-        "--config.eval_batch_size=8", "--config.progress_bar=False",
-    ]  # fmt: skip
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "layout all -> none" in done.stdout
-    config, params = checkpoint.load(tmp_path / "best")
-    assert config.layout == "none" and params["classifier"]["kernel"].shape == (32, 1)
-    assert len(open(tmp_path / "predictions" / "dev.jsonl").readlines()) == N_DEV
 
 
 # ---- the offline dataset ----------------------------------------------------------------------

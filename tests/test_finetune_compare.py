@@ -1,27 +1,14 @@
-"""`python -m finetune.compare`: runs against a control with Welch's t-test, and baseline rows."""
+"""`python -m finetune.compare`: runs against a control with Welch's t-test, and baseline rows
+(the command itself and its bad input: tests/integration/test_finetune_cli.py)."""
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 from scipy import stats
+from support.finetune import write_run
 
 from finetune import compare
-
-
-def _run(tmp_path, name, dev, test, random_init=False, metric="accuracy", **extra):
-    wd = tmp_path / name
-    wd.mkdir()
-    per_seed = {
-        str(s): {"metric": metric, "dev": {metric: d}, "test": {metric: t}}
-        for s, (d, t) in enumerate(zip(dev, test, strict=True))
-    }
-    summary = {"metric": metric, "per_seed": per_seed, "random_init": random_init,
-               "layout": "all", **extra}  # fmt: skip
-    (wd / "summary.json").write_text(json.dumps(summary))
-    return str(wd)
 
 
 def _welch_by_hand(a, b):
@@ -35,9 +22,9 @@ def _welch_by_hand(a, b):
 
 
 def test_rows_against_the_random_init_control(tmp_path, capsys):
-    pre = _run(tmp_path, "pre", [0.86, 0.87, 0.85], [0.85, 0.88, 0.86],
+    pre = write_run(tmp_path, "pre", [0.86, 0.87, 0.85], [0.85, 0.88, 0.86],
                lr_search={"chosen": 1e-4})  # fmt: skip
-    rnd = _run(tmp_path, "rnd", [0.80, 0.79, 0.81], [0.79, 0.80, 0.82], random_init=True,
+    rnd = write_run(tmp_path, "rnd", [0.80, 0.79, 0.81], [0.79, 0.80, 0.82], random_init=True,
                lr_search={"chosen": 3e-4, "fallback": True})  # fmt: skip
     summary = json.loads((tmp_path / "rnd" / "summary.json").read_text())
     summary["per_seed"]["1"]["test"]["collapsed"] = 1.0  # seed 1 predicted one class on test
@@ -64,23 +51,3 @@ def test_rows_against_the_random_init_control(tmp_path, capsys):
     assert "| non-neural baseline | | | | | 85.00 | 83.00 |" in out
     assert "| majority class (neg) | | | | | 52.00 | 51.00 |" in out
     assert json.loads((tmp_path / "o.json").read_text())["rows"][0]["run"] == pre
-
-
-def test_explicit_control_and_bad_input(tmp_path):
-    a = _run(tmp_path, "a", [0.5, 0.6], [0.5, 0.7])
-    b = _run(tmp_path, "b", [0.5, 0.6], [0.6, 0.6])
-    rows = compare.main([a, "--control", b])
-    assert rows[0]["run"] == b and rows[1]["diff"] == pytest.approx(0.0)
-    assert len(compare.main([a, b, "--control", b + "/"])) == 2  # the same run, not a third row
-    f1 = _run(tmp_path, "f1", [0.5, 0.6], [0.5, 0.7], metric="f1")
-    with pytest.raises(SystemExit):  # parser.error: one line, exit 2
-        compare.main([a, "--control", f1])
-    missing = tmp_path / "nothing"
-    r = subprocess.run(
-        [sys.executable, "-m", "finetune.compare", a, str(missing)], capture_output=True, text=True
-    )
-    assert r.returncode == 2
-    assert r.stderr.strip().splitlines()[-1] == (
-        f"python -m finetune.compare: error: {missing}/summary.json: no such file "
-        f"(is {missing} a finished `python -m finetune` run?)"
-    )

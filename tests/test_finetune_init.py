@@ -2,52 +2,28 @@
 the control starts every weight from the model's own initializer (the `fresh_params='.*'` path)
 with the shape of `model_from` and the vocabulary of `tokenizer`, says so in its results, and
 refuses to start without either; tsv.py / ner.py / cloze.py pick 3e-4 (head x10) for small
-models and 2e-5 (x1) for base-sized ones, print the choice, and keep explicit values."""
+models and 2e-5 (x1) for base-sized ones, print the choice, and keep explicit values. As a user
+types it: tests/integration/test_finetune_init_cli.py."""
 
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from flax import traverse_util
+from support.finetune import TOKENIZER, flat, make_config, tiny_config
 
 from albert_jax.checkpoints import checkpoint
 from albert_jax.model import presets
-from albert_jax.model.albert import AlbertForPreTraining
-from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import run as runs
 from albert_jax.tasks import start
-from albert_jax.text.tokenization import load_tokenizer
 from albert_jax.train.optim import make_optimizer
 from configs.finetune import cloze, ner, sentiment, tsv
-from tests.helpers import random_params
-from tests.test_finetune import ROOT, TOKENIZER, files, make_config, tiny_config
 
-__all__ = ["files"]  # a module fixture of test_finetune, used here
-
-
-@pytest.fixture(scope="module")
-def pretrained(tmp_path_factory):
-    """test_finetune's checkpoint, but with weights drawn from another seed than fine-tuning's
-    (0): flax derives each leaf's key from its path, so seed-0 weights would equal a seed-0
-    random init leaf for leaf, as no trained checkpoint does."""
-    path = str(tmp_path_factory.mktemp("ckpt") / "model")
-    config = tiny_config()
-    params = random_params(AlbertForPreTraining(config), seed=7)
-    checkpoint.save(path, config, params, tokenizer=load_tokenizer(TOKENIZER))
-    return path
-
-
-def flat(params):
-    return traverse_util.flatten_dict(params, sep="/")
-
-
-def shape(config):
-    fields = "vocab_size embedding_size hidden_size num_layers num_heads intermediate_size"
-    return [getattr(config, f) for f in fields.split()] + [config.layout]
+# The `pretrained` checkpoint (tests/conftest.py) with weights from another seed than
+# fine-tuning's (0): flax derives each leaf's key from its path, so seed-0 weights would equal a
+# seed-0 random init leaf for leaf, as no trained checkpoint does.
+PRETRAINED_SEED = 7
 
 
 # ---------------------------------------------------------------- the learning-rate rule
@@ -120,65 +96,6 @@ def test_random_init_source_takes_the_shape_and_the_tokenizers_vocabulary(pretra
     source, _ = start.load_init("none", tokenizer=str(work), model_from=str(work))
     assert source.config.hidden_size == 48 and source.config.layout == "none"
     assert source.config.vocab_size == source.tokenizer.vocab_size == 120
-
-
-def test_random_init_needs_a_tokenizer_and_a_shape(pretrained, files, tmp_path):
-    config = make_config("none", "classification", files, model_from=pretrained)
-    with pytest.raises(F.FinetuneError, match=r"init=none needs --config.tokenizer=DIR"):
-        F.FinetuneData(config)
-    config = make_config("none", "classification", files, tokenizer=pretrained)
-    with pytest.raises(F.FinetuneError, match=r"needs --config.model_from=SRC .*albert-base"):
-        F.FinetuneData(config)
-    config.model_from = "albert-bsae"
-    with pytest.raises(F.FinetuneError, match=r"model_from: albert-bsae: no such file"):
-        F.FinetuneData(config)
-    # As a user types it: one `error:` line, exit status 2, nothing written.
-    cmd = [
-        sys.executable, "-m", "finetune", "--config", "configs/finetune/tsv.py",
-        "--workdir", str(tmp_path / "run"), "--config.init=none",
-        f"--config.model_from={pretrained}", f"--config.task.train={files}/cls_train.jsonl",
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: --config.init=none needs --config.tok")
-    assert not os.path.exists(tmp_path / "run" / "checkpoints")
-
-
-@pytest.mark.slow  # the default suite's time; CI runs it
-def test_cli_random_init_trains_from_fresh_weights_of_the_checkpoints_shape(
-    pretrained, files, tmp_path
-):
-    """tsv.py with init=none: the auto learning rate is printed, the results say init none, the
-    model has the checkpoint's shape but none of its weights."""
-    cmd = [
-        sys.executable, "-m", "finetune", "--config", "configs/finetune/tsv.py",
-        "--workdir", str(tmp_path), "--config.init=none", f"--config.tokenizer={pretrained}",
-        f"--config.model_from={pretrained}", f"--config.task.train={files}/cls_train.jsonl",
-        f"--config.task.dev={files}/cls_dev.jsonl", "--config.task.max_seq_length=16",
-        "--config.batch_size=8", "--config.eval_batch_size=8", "--config.total_steps=2",
-        "--config.progress_bar=False", "--config.lr_search.enabled=False",
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    out = proc.stdout
-    assert "learning rate 0.0003, head lr x10 (auto: hidden 32 <= 256; pass" in out
-    assert "note: random init (init=none)" in out and "loaded 0 (none)" in out
-    assert "(all layout, random init)" in out
-    results = json.load(open(tmp_path / "results.json"))
-    assert results["init"] == "none" and results["random_init"] is True
-    summary = json.load(open(tmp_path / "summary.json"))
-    assert summary["init"] == "none" and summary["random_init"] is True
-    run_config = json.load(open(tmp_path / "config.json"))
-    assert run_config["optim"]["learning_rate"] == 3e-4
-    assert run_config["optim"]["lr_multipliers"] == "^classifier/=10"
-    config, params = checkpoint.load(tmp_path / "best")
-    assert shape(config) == shape(checkpoint.load_config(pretrained))
-    _, start = checkpoint.load(pretrained)
-    got, ckpt = flat(params), flat(start)
-    backbone = [p for p in ckpt if p.split("/")[0] in ("embeddings", "encoder")]
-    assert backbone and all(got[p].shape == ckpt[p].shape for p in backbone)
-    assert not any(np.allclose(got[p], ckpt[p]) for p in backbone)
 
 
 def test_random_init_is_the_fresh_params_initialization(pretrained, files, tmp_path):

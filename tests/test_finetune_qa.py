@@ -1,17 +1,15 @@
 """Extractive QA end to end: SQuAD reading with named errors, sliding windows (every context
 piece answerable in exactly one window, targets that map back to the answer text), training from
-a checkpoint, shared and unshared, evaluation of every question over all its windows, v2
-threshold tuned on dev, predictions in the official format."""
+a checkpoint (unshared from the command line: tests/integration/test_finetune_cli.py),
+evaluation of every question over all its windows, v2 threshold tuned on dev, predictions in the
+official format."""
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from helpers import split_files_config
-from test_finetune import TOKENIZER, pretrained  # noqa: F401 (a fixture)
+from support.finetune import TOKENIZER
+from support.qa import N_DEV, qa_config
 
 from albert_jax.checkpoints import checkpoint
 from albert_jax.tasks import finetuning as F
@@ -27,44 +25,6 @@ from albert_jax.tasks.qa import (
     training_examples,
 )
 from albert_jax.text.tokenization import load_tokenizer
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORDS = "the hotel is good bad room clean dirty staff nice".split()
-N_DEV = 7
-
-
-def squad_file(path, rng, n, context_words_=(20, 40), impossible_every=3):
-    """Contexts of fixture-vocabulary words; the answer is a word pair occurring in it."""
-    data = []
-    for i in range(n):
-        ctx = " ".join(rng.choice(WORDS, int(rng.integers(*context_words_))))
-        words = ctx.split()
-        k = int(rng.integers(0, len(words) - 1))
-        answer = " ".join(words[k : k + 2])
-        start = len(" ".join(words[:k])) + (1 if k else 0)
-        qa = {"id": f"q{i}", "question": f"where is {words[k + 1]}"}
-        if impossible_every and i % impossible_every == 2:
-            qa.update(answers=[], is_impossible=True)
-        else:
-            qa.update(answers=[{"text": answer, "answer_start": start}], is_impossible=False)
-        data.append({"title": str(i), "paragraphs": [{"context": ctx, "qas": [qa]}]})
-    with open(path, "w") as f:
-        json.dump({"version": "v2.0", "data": data}, f, indent=1)
-
-
-@pytest.fixture(scope="module")
-def qa_files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("qa")
-    rng = np.random.default_rng(0)
-    for split, n in (("train", 16), ("dev", N_DEV), ("test", 5)):
-        squad_file(d / f"{split}.json", rng, n)
-    return d
-
-
-def qa_config(init, d, **kw):
-    task = dict(max_seq_length=24, doc_stride=6, max_query_length=6, max_answer_length=4,
-                n_best=5, char_level=False)  # fmt: skip
-    return split_files_config("qa", init, d, "json", 4, task, **kw)
 
 
 def test_windows_cover_the_context_once_and_targets_map_back(qa_files):
@@ -92,7 +52,7 @@ def test_windows_cover_the_context_once_and_targets_map_back(qa_files):
                 assert ex.context[o[s][0] : o[t][1]] == ex.answers[0]
 
 
-def test_qa_trains_and_scores_every_question_over_its_windows(pretrained, qa_files, tmp_path):  # noqa: F811
+def test_qa_trains_and_scores_every_question_over_its_windows(pretrained, qa_files, tmp_path):
     config = qa_config(pretrained, qa_files, total_steps=0, num_epochs=1.0)
     runs.run(config, str(tmp_path))
     results = json.load(open(tmp_path / "results.json"))
@@ -115,24 +75,6 @@ def test_qa_trains_and_scores_every_question_over_its_windows(pretrained, qa_fil
     assert "null_threshold" in results["dev"] and ctx
     head = checkpoint.load_head(tmp_path / "best")
     assert head["type"] == "question_answering" and head["doc_stride"] == 6
-
-
-@pytest.mark.slow
-def test_cli_unshared_qa(pretrained, qa_files, tmp_path):  # noqa: F811
-    cmd = [
-        sys.executable, "-m", "finetune", "--config", "configs/finetune/cloze.py",
-        "--workdir", str(tmp_path), f"--config.init={pretrained}", "--config.unshare=all",
-        *(f"--config.task.{s}={qa_files / (s + '.json')}" for s in ("train", "dev", "test")),
-        "--config.task.max_seq_length=24", "--config.task.doc_stride=6",
-        "--config.task.max_query_length=6", "--config.task.char_level=False",
-        "--config.total_steps=2", "--config.batch_size=8", "--config.progress_bar=False",
-        "--config.lr_search.enabled=False",
-    ]  # fmt: skip
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "layout all -> none" in done.stdout
-    config, params = checkpoint.load(tmp_path / "best")
-    assert config.layout == "none" and params["classifier"]["kernel"].shape == (32, 2)
 
 
 def test_bad_squad_files_are_named(tmp_path):
@@ -181,7 +123,7 @@ def _misplace(src, dst, qids):
 
 
 def test_answers_not_at_their_offsets_are_not_trained_as_unanswerable(
-    pretrained,  # noqa: F811
+    pretrained,
     qa_files,
     tmp_path,
     capsys,

@@ -11,8 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import split_files_config, tiny_config
-from test_finetune import TOKENIZER, pretrained  # noqa: F401 (a fixture)
+from helpers import tiny_config
+from support.finetune import TOKENIZER
+from support.relation import N_DEV, re_config
 
 from albert_jax.checkpoints import checkpoint, hf
 from albert_jax.checkpoints.errors import ConversionError
@@ -28,8 +29,6 @@ from configs.finetune.common import get_common
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "tests", "fixtures", "formats", "duie_sample.jsonl")
-WORDS = "the hotel is good bad room clean dirty staff nice".split()
-N_DEV = 13  # not a multiple of the evaluation batch (8)
 
 
 # ---------------------------------------------------------------- reading and features
@@ -200,38 +199,8 @@ def test_loss_uses_the_global_batch_counts(model_from):
 # ---------------------------------------------------------------- end to end
 
 
-def duie_file(path, rng, n):
-    """Texts of fixture-vocabulary words; triples between words in them (some texts none)."""
-    with open(path, "w") as f:
-        for i in range(n):
-            words = list(rng.choice(WORDS, int(rng.integers(4, 9))))
-            spo = []
-            if i % 4 != 3:
-                a, b = rng.choice(len(words), 2, replace=False)
-                spo.append({"subject": words[a], "predicate": "near", "object": words[b]})
-                spo.append({"subject": words[a], "predicate": "has", "object": words[-1]})
-            f.write(json.dumps({"text": " ".join(words), "spo_list": spo}) + "\n")
-
-
-@pytest.fixture(scope="module")
-def re_files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("re")
-    rng = np.random.default_rng(0)
-    for split, n in (("train", 16), ("dev", N_DEV), ("test", 5)):
-        duie_file(d / f"{split}.jsonl", rng, n)
-    return d
-
-
-def re_config(init, d, **kw):
-    # Threshold 0: every text piece opens and closes a span, whatever the weights, so the
-    # decoded triples are known: the words of the first 3 pieces as subjects, every word of
-    # the kept text as an object of both predicates.
-    task = dict(max_seq_length=16, predicates=(), max_subjects=3, max_span_length=4, threshold=0.0)
-    return split_files_config("relation", init, d, "jsonl", 2, task, **kw)
-
-
 @pytest.mark.parametrize("unshare", ["", "all"])
-def test_relation_trains_and_scores_every_text_once(pretrained, re_files, tmp_path, unshare):  # noqa: F811
+def test_relation_trains_and_scores_every_text_once(pretrained, re_files, tmp_path, unshare):
     summary = runs.run(re_config(pretrained, re_files, unshare=unshare), str(tmp_path))
     results = json.load(open(tmp_path / "results.json"))
     assert results["metric"] == "f1" and summary["layout"] == ("none" if unshare else "all")

@@ -1,27 +1,22 @@
 """UniLM seq2seq: the prefix-LM mask (by output invariance), cached decoding equal to the full
 forward pass and to decoding without the cache, beam search against exhaustive search, greedy =
-beam 1, and fine-tuning end to end (shared and unshared) with generation over whole splits."""
+beam 1, and fine-tuning end to end with generation over whole splits (unshared from the command
+line: tests/integration/test_finetune_cli.py)."""
 
 import itertools
 import json
-import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import random_params, split_files_config, tiny_config
-from test_finetune import WORDS, pretrained  # noqa: F401 (a fixture)
+from helpers import random_params, tiny_config
+from support.seq2seq import s2s_config
 
 from albert_jax.checkpoints import checkpoint
 from albert_jax.model.decoding import Decoder, beam_search
 from albert_jax.model.heads import AlbertForSeq2Seq, prefix_lm_mask
 from albert_jax.tasks import run as runs
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-N_DEV = 7
 
 
 def test_prefix_lm_mask_rule():
@@ -143,30 +138,8 @@ def test_wide_beam_equals_exhaustive_search_and_beam_one_is_greedy(alpha):
         assert one.tokens == greedy
 
 
-def seq2seq_files(d, rng):
-    """Source: 3-5 words; target: the source's first two words in reverse order."""
-    for split, n in (("train", 16), ("dev", N_DEV), ("test", 5)):
-        with open(d / f"{split}.jsonl", "w") as f:
-            for _ in range(n):
-                words = list(rng.choice(WORDS, int(rng.integers(3, 6))))
-                f.write(json.dumps({"source": " ".join(words), "target": " ".join(words[1::-1])}))
-                f.write("\n")
-
-
-@pytest.fixture(scope="module")
-def s2s_files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("s2s")
-    seq2seq_files(d, np.random.default_rng(0))
-    return d
-
-
-def s2s_config(init, d, **kw):
-    task = dict(max_seq_length=20, max_target_length=4, beam_size=2, char_level=False)
-    return split_files_config("seq2seq", init, d, "jsonl", 4, task, **kw)
-
-
 @pytest.mark.slow  # 24-53 s: keeps the default suite under ~10 minutes
-def test_seq2seq_trains_and_writes_predictions(pretrained, s2s_files, tmp_path):  # noqa: F811
+def test_seq2seq_trains_and_writes_predictions(pretrained, s2s_files, tmp_path):
     runs.run(s2s_config(pretrained, s2s_files), str(tmp_path))
     results = json.load(open(tmp_path / "results.json"))
     assert results["metric"] == "f1"
@@ -189,21 +162,3 @@ def test_seq2seq_trains_and_writes_predictions(pretrained, s2s_files, tmp_path):
     values = runs.predict_file(str(tmp_path / "best"), str(s2s_files / "dev.jsonl"),
                             str(tmp_path / "out2.jsonl"))  # fmt: skip
     assert values["f1"] == pytest.approx(results["dev"]["f1"])
-
-
-@pytest.mark.slow
-def test_cli_unshared_seq2seq(pretrained, s2s_files, tmp_path):  # noqa: F811
-    cmd = [
-        sys.executable, "-m", "finetune", "--config", "configs/finetune/entities.py",
-        "--workdir", str(tmp_path), f"--config.init={pretrained}", "--config.unshare=all",
-        *(f"--config.task.{s}={s2s_files / (s + '.jsonl')}" for s in ("train", "dev", "test")),
-        "--config.task.max_seq_length=20", "--config.task.max_target_length=4",
-        "--config.task.entity_scores=False", "--config.task.char_level=False",
-        "--config.total_steps=2", "--config.batch_size=8", "--config.progress_bar=False",
-    ]  # fmt: skip
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "layout all -> none" in done.stdout
-    config, params = checkpoint.load(tmp_path / "best")
-    assert config.layout == "none" and params["mlm"]["output_bias"].shape == (config.vocab_size,)
-    assert len(open(tmp_path / "predictions" / "test.jsonl").readlines()) == 5

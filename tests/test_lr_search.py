@@ -6,39 +6,23 @@ tagging and QA searches end to end."""
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from helpers import split_files_config
-from test_finetune import files, make_config, pretrained, sentences, write_jsonl  # noqa: F401
-from test_finetune_choice import choice_config, race  # noqa: F401 (a fixture)
-from test_finetune_qa import qa_config, squad_file
-from test_finetune_relation import re_config, re_files  # noqa: F401 (a fixture)
-from test_finetune_seq2seq import s2s_config, s2s_files  # noqa: F401 (a fixture)
+from support.choice import choice_config
+from support.finetune import GOOD, make_config, sentences
+from support.qa import qa_config, squad_file
+from support.relation import re_config
+from support.seq2seq import s2s_config
 
-from albert_jax.checkpoints import checkpoint
 from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import lr_search
 from albert_jax.tasks import run as runs
 from albert_jax.tasks.finetuning import FinetuneError
 from configs.finetune import cloze, ner, tsv
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GOOD = ("good", "nice", "clean", "staff", "room")
 PLANTED_GRID = "1e-5,3e-3,3.0"  # stays at the prior / trains / blows up (on this task)
-
-
-@pytest.fixture(scope="module")
-def one_word(tmp_path_factory):
-    """A task that 40 steps at 3e-3 learn perfectly: one word, positive if it is in GOOD."""
-    d = tmp_path_factory.mktemp("one_word")
-    rng = np.random.default_rng(0)
-    for split, n in (("train", 64), ("dev", 40), ("test", 11)):
-        rows = [{"text": t, "label": "pos" if t in GOOD else "neg"} for t in sentences(rng, n, 1)]
-        write_jsonl(d / f"cls_{split}.jsonl", rows)
-    return d
 
 
 def searching(config, grid=PLANTED_GRID, budget=2.0, total_steps=60):
@@ -114,11 +98,11 @@ def test_the_templates_train_a_small_training_set_for_at_least_800_steps():
 
 @pytest.mark.slow  # 24-53 s: keeps the default suite under ~10 minutes
 def test_the_search_picks_the_trial_that_trains_once_for_all_seeds(
-    pretrained,  # noqa: F811
+    pretrained,
     one_word,
     tmp_path,
     capsys,
-    monkeypatch,  # noqa: F811
+    monkeypatch,
 ):
     compiled = []
     real = lr_search.compile_task
@@ -145,7 +129,7 @@ def test_the_search_picks_the_trial_that_trains_once_for_all_seeds(
 
 @pytest.mark.slow  # 24-53 s: keeps the default suite under ~10 minutes
 def test_trials_too_short_to_leave_the_prior_run_again_longer(
-    pretrained,  # noqa: F811
+    pretrained,
     one_word,
     tmp_path,
     capsys,
@@ -165,7 +149,7 @@ def test_trials_too_short_to_leave_the_prior_run_again_longer(
 
 @pytest.mark.slow
 def test_a_trial_is_a_plain_run_at_its_rate_and_a_rerun_reuses_the_search(
-    pretrained,  # noqa: F811
+    pretrained,
     one_word,
     tmp_path,
     capsys,
@@ -190,7 +174,7 @@ def test_a_trial_is_a_plain_run_at_its_rate_and_a_rerun_reuses_the_search(
 
 
 @pytest.mark.slow
-def test_a_killed_search_resumes_at_the_next_trial(pretrained, one_word, tmp_path, monkeypatch):  # noqa: F811
+def test_a_killed_search_resumes_at_the_next_trial(pretrained, one_word, tmp_path, monkeypatch):
     c = searching(make_config(pretrained, "classification", one_word, seeds="0"))
     real, ran = lr_search._trial, []
 
@@ -219,7 +203,7 @@ def test_a_killed_search_resumes_at_the_next_trial(pretrained, one_word, tmp_pat
 
 @pytest.mark.slow
 def test_sigterm_stops_the_search_keeps_its_trials_and_exits_clean(
-    pretrained,  # noqa: F811
+    pretrained,
     one_word,
     tmp_path,
     capsys,
@@ -254,7 +238,7 @@ def test_sigterm_stops_the_search_keeps_its_trials_and_exits_clean(
 
 @pytest.mark.slow
 def test_every_trial_collapsing_falls_back_to_the_rate_by_model_size(
-    pretrained,  # noqa: F811
+    pretrained,
     one_word,
     tmp_path,
     capsys,
@@ -270,7 +254,7 @@ def test_every_trial_collapsing_falls_back_to_the_rate_by_model_size(
 
 
 @pytest.mark.slow
-def test_a_tagging_search_runs_end_to_end(pretrained, tmp_path):  # noqa: F811
+def test_a_tagging_search_runs_end_to_end(pretrained, tmp_path):
     d = tmp_path / "tag"
     d.mkdir()
     rng = np.random.default_rng(1)
@@ -289,7 +273,7 @@ def test_a_tagging_search_runs_end_to_end(pretrained, tmp_path):  # noqa: F811
 
 
 @pytest.mark.slow
-def test_a_qa_search_runs_end_to_end(pretrained, tmp_path):  # noqa: F811
+def test_a_qa_search_runs_end_to_end(pretrained, tmp_path):
     d = tmp_path / "qa"
     d.mkdir()
     rng = np.random.default_rng(0)
@@ -303,49 +287,14 @@ def test_a_qa_search_runs_end_to_end(pretrained, tmp_path):  # noqa: F811
 
 
 @pytest.mark.slow
-def test_cli_search_as_a_user_types_it_then_the_python_api(pretrained, one_word, tmp_path):  # noqa: F811
-    """tsv.py's default: the search runs, prints every trial and the choice; the run trains with
-    it; the files it wrote say so, and the best checkpoint predicts."""
-    paths = {s: one_word / f"cls_{s}.jsonl" for s in ("train", "dev", "test")}
-    cmd = [
-        sys.executable, "-m", "finetune", "--config", "configs/finetune/tsv.py",
-        "--workdir", str(tmp_path / "run"), f"--config.init={pretrained}",
-        *(f"--config.task.{s}={f}" for s, f in paths.items()),
-        "--config.task.max_seq_length=16", "--config.batch_size=8", "--config.eval_batch_size=8",
-        "--config.total_steps=60", "--config.lr_search.grid=1e-5,1e-3,3.0",
-        "--config.lr_search.budget=2", "--config.progress_bar=False",
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    out = proc.stdout
-    assert "learning rate searched on dev, head lr x10 (auto: hidden 32 <= 256" in out
-    assert "learning-rate search on seed 0: 3 trials of 40 steps (the run: 60)" in out
-    record = json.loads((tmp_path / "run" / "lr_search.json").read_text())
-    assert out.count("  lr ") == 3 and f"learning rate {record['chosen']:g} (best dev" in out
-    chosen = [t for t in record["trials"] if t["learning_rate"] == record["chosen"]][0]
-    assert not chosen["collapsed"] and chosen["finite"]
-    run_config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert run_config["optim"]["learning_rate"] == record["chosen"]
-    assert run_config["optim"]["lr_multipliers"] == "^classifier/=10"
-    assert json.loads((tmp_path / "run" / "results.json").read_text())["lr_search"] == record
-    config, _ = checkpoint.load(tmp_path / "run" / "best")
-    assert config.hidden_size == 32
-    values = runs.predict_file(
-        str(tmp_path / "run" / "best"), str(paths["dev"]), str(tmp_path / "p")
-    )
-    dev = json.loads((tmp_path / "run" / "results.json").read_text())["dev"]["accuracy"]
-    assert values["accuracy"] == pytest.approx(dev, rel=1e-3)
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["regression", "multiple_choice", "seq2seq", "relation"])
 def test_every_other_task_type_searches(
     kind,
-    pretrained,  # noqa: F811
-    files,  # noqa: F811
-    race,  # noqa: F811
-    s2s_files,  # noqa: F811
-    re_files,  # noqa: F811
+    pretrained,
+    files,
+    race,
+    s2s_files,
+    re_files,
     tmp_path,
 ):
     """The search drives each task's own evaluation (choice over options, generation, triples)."""

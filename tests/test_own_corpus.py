@@ -1,7 +1,8 @@
-"""Pretraining on your own corpus as a new user types it: files, directories and globs from the
-command line, a tokenizer brought along (SentencePiece or WordPiece, with its own special ids),
-the vocabulary-size limit, streaming inspection, continued pretraining, and every config
-docstring's documented override."""
+"""Pretraining on your own corpus: files, directories and globs as the command line gives them,
+a tokenizer brought along (SentencePiece or WordPiece, with its own special ids), resumable and
+parallel preparation, evaluation splits, degenerate sentence pairs, and every config docstring's
+documented override. The commands themselves, as a new user types them:
+tests/integration/test_own_corpus_cli.py."""
 
 from __future__ import annotations
 
@@ -11,64 +12,16 @@ import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from support.corpus import CPU_SMALL, SP_FIXTURE, check_overrides, one_sentence_corpus, placeholder
 
-from albert_jax.checkpoints import checkpoint
 from albert_jax.data import corpus, parallel, pipeline
 from albert_jax.data.documents import expand_inputs
 from configs.pretrain import common
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CPU_SMALL = os.path.join(ROOT, "configs", "pretrain", "cpu_small.py")
-SP_FIXTURE = os.path.join(ROOT, "tests", "fixtures", "tokenizer_sp", "spiece.model")
-# Small runs: a few steps of a tiny batch, no evaluation, no progress bar.
-SHORT = [
-    "--config.total_steps=2",
-    "--config.optim.warmup_steps=1",
-    "--config.checkpoint_every=2",
-    "--config.eval_every=0",
-    "--config.log_every=1",
-    "--config.progress_bar=False",
-    "--config.data.global_batch_size=4",
-]
-
-
-def run(args, cwd, check=True):
-    # One device, as on a laptop; LLVM at -O0 as in the rest of the suite (compile time).
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_backend_optimization_level=0"}
-    proc = subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return proc
-
-
-@pytest.fixture(scope="module")
-def documents():
-    """120 People's Daily articles (lists of sentences), as a user's own text."""
-    docs = corpus.read_documents([common.peoples_daily_path()], "tagged")
-    return list(itertools.islice(docs, 120))
-
-
-@pytest.fixture(scope="module")
-def texts(tmp_path_factory, documents):
-    """A directory of UTF-8 text files (one sentence a line, blank line between documents) in
-    a subdirectory too, with a hidden file that must be skipped."""
-    root = tmp_path_factory.mktemp("user")
-    for i, name in enumerate(["texts/a.txt", "texts/b.txt", "texts/sub/c.txt"]):
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join("\n".join(d) + "\n\n" for d in documents[i * 40 : (i + 1) * 40]))
-    (root / "texts" / ".hidden.txt").write_text("not part of the corpus\n")
-    with open(root / "docs.jsonl", "w", encoding="utf-8") as f:
-        for d in documents:
-            f.write(json.dumps({"text": "".join(d)}, ensure_ascii=False) + "\n")
-    return root
 
 
 def test_input_files_are_files_directories_and_globs(texts, monkeypatch):
@@ -100,121 +53,6 @@ def test_corpus_name_follows_inputs_and_settings():
     assert pipeline.resolve_paths(d, "/w").corpus_name in names  # the same inputs: the same name
     d.corpus_name = "mine"
     assert pipeline.resolve_paths(d, "/w").corpus_name == "mine"
-
-
-def test_one_corpus_from_several_formats_with_a_character_vocabulary(texts, tmp_path):
-    """`FORMAT:PATH` inputs (cpu_base.py: People's Daily `tagged` + reviews `jsonl:`) and
-    `data.tokenizer_type='char'`."""
-    a = str(texts / "texts" / "a.txt")
-    docs = list(corpus.read_documents([a, f"jsonl:{texts / 'docs.jsonl'}"], "text"))
-    as_text = list(corpus.read_documents([a], "text"))
-    as_jsonl = list(corpus.read_documents([str(texts / "docs.jsonl")], "jsonl"))
-    assert docs == as_text + as_jsonl and len(docs) == 40 + 120
-    assert corpus.split_format("gs://b/x.txt", "text") == ("text", "gs://b/x.txt")  # a URI
-    with pytest.raises(corpus.CorpusError, match="'text:' names no path after text:"):
-        corpus.split_format("text:")  # not the working directory
-    with pytest.raises(corpus.CorpusError, match=f"{re.escape(a)} is named as text and as jsonl"):
-        list(corpus.read_documents([a, f"jsonl:{a}"], "text"))
-    d = common.get_data_config()
-    d.input_files = "texts/a.txt,jsonl:docs.jsonl"
-    r = pipeline.resolve_paths(d, workdir="/elsewhere")
-    assert r.input_files[1] == f"jsonl:{os.path.abspath('docs.jsonl')}"
-    unigram = r.corpus_name
-    d.tokenizer_type = "char"
-    assert pipeline.resolve_paths(d, workdir="/elsewhere").corpus_name != unigram
-    work = tmp_path / "run"
-    args = ["-m", "pretrain", "--config", CPU_SMALL, "--workdir", str(work), *SHORT]
-    args += ["--config.data.input_files=texts/a.txt,jsonl:docs.jsonl"]
-    args += ["--config.data.input_format=text", "--config.data.tokenizer_type=char"]
-    run([*args, "--config.data.vocab_size=3000", "--config.data.hard_vocab_limit=False"], texts)
-    from albert_jax.text.tokenization import load_tokenizer
-
-    tok = load_tokenizer(str(work / "data" / "tokenizer"))
-    meta = json.loads((work / "data" / "tokenizer" / "tokenizer.json").read_text())
-    assert meta["model_type"] == "char" and tok.vocab_size < 3000
-    assert len(tok.encode("人民日报社论")) == 1 + 6  # the word mark, then a piece a character
-    # The run trained 3000 vocabulary rows; its model keeps the tokenizer's (the rest unused).
-    config, params = checkpoint.load(str(work / "model"))
-    assert (
-        config.vocab_size
-        == tok.vocab_size
-        == checkpoint.model_tokenizer(str(work / "model")).vocab_size
-    )
-    assert params["embeddings"]["word_embeddings"].shape[0] == tok.vocab_size
-
-
-@pytest.mark.slow  # 24-53 s: keeps the default suite under ~10 minutes
-def test_text_directory_pretrains_from_the_command_line(texts, tmp_path):
-    """README: pretraining on your own files in one command, then the Python API on the output."""
-    work = tmp_path / "run"
-    args = ["-m", "pretrain", "--config", CPU_SMALL, "--workdir", str(work)]
-    args += ["--config.data.input_files=texts", "--config.data.input_format=text"]
-    proc = run([*args, "--config.data.vocab_size=3000", *SHORT], cwd=texts)
-    assert "WARNING" not in proc.stderr  # TFDS's notes (also from grain's workers): train.log
-    out = proc.stdout
-    data = json.loads(next(line for line in out.splitlines() if line.startswith('{"data"')))
-    assert data["data"]["documents"] == 120 and data["data"]["tokenizer_trained"]
-    meta = json.loads((work / "data" / "tokenizer" / "tokenizer.json").read_text())
-    assert meta["trained_on"]["input_files"] == [str(texts / "texts")]
-    config, params = checkpoint.load(str(work / "model"))
-    tok = checkpoint.model_tokenizer(str(work / "model"))
-    assert tok.vocab_size == config.vocab_size == 3000
-    from albert_jax.model.albert import AlbertForPreTraining
-
-    ids = np.asarray([tok.encode("人民日报社论")[:6]], np.int32)
-    out = AlbertForPreTraining(config).apply({"params": params}, ids, deterministic=True)
-    assert np.isfinite(np.asarray(out.mlm_logits)).all()
-    # The same workdir with other input files keeps nothing stale: the tokenizer refuses.
-    other = ["--config.data.input_files=docs.jsonl", "--config.data.input_format=jsonl"]
-    proc = run([*args[:-2], *other, "--config.data.vocab_size=3000", *SHORT], texts, check=False)
-    assert proc.returncode == 2
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: the tokenizer in") and "docs.jsonl" in last
-
-
-@pytest.mark.slow  # the default suite's time; CI runs it
-def test_jsonl_with_a_tokenizer_model_one_epoch_streamed_and_pretrained(texts, tmp_path):
-    tok_dir = tmp_path / "tok"
-    out = run(["-m", "pretrain.tokenizer", "--input", "docs.jsonl", "--format", "jsonl",
-               "--vocab_size", "3000", "--out", str(tok_dir)], cwd=texts).stdout  # fmt: skip
-    assert json.loads(out.splitlines()[-1])["input"]["documents"] == 120
-    flags = [
-        "--config", CPU_SMALL, "--workdir", str(tmp_path / "w"),
-        "--config.data.input_files=docs.jsonl", "--config.data.input_format=jsonl",
-        f"--config.data.tokenizer_model={tok_dir / 'spiece.model'}",
-        "--config.data.vocab_size=3000", "--config.data.lower_case=False",
-    ]  # fmt: skip
-    out = run(["-m", "pretrain.prepare_data", *flags], cwd=texts).stdout
-    summary = json.loads(out.splitlines()[-1])
-    assert summary["documents"] == 120 and not summary["tokenizer_trained"]
-    copied = json.loads((tmp_path / "w" / "data" / "tokenizer" / "tokenizer.json").read_text())
-    assert copied["source"] == str(tok_dir / "spiece.model") and copied["lower_case"] is False
-    jsonl = tmp_path / "epoch.jsonl"
-    out = run(["-m", "pretrain.inspect_data", *flags, "--config.train_split=train",
-               "--jsonl", str(jsonl), "--epochs", "1"], cwd=texts).stdout  # fmt: skip
-    wrote = json.loads(out.splitlines()[-1])["wrote"]
-    lines = jsonl.read_text().splitlines()
-    assert wrote == len(lines) > 120  # every example of one pass, more than one per document
-    first = json.loads(lines[0])
-    assert first["input_ids"][0] == 2 and first["input_ids"].count(3) >= 2  # [CLS], [SEP]s
-    # ... and a short pretraining run on the corpus prepared above (not built again).
-    out = run(["-m", "pretrain", *flags, *SHORT], cwd=texts).stdout
-    data = json.loads(next(line for line in out.splitlines() if line.startswith('{"data"')))
-    assert not data["data"]["built_now"] and (tmp_path / "w" / "model" / "config.json").exists()
-
-
-def test_vocab_limit_is_one_line_with_the_largest_size(texts, tmp_path):
-    small = tmp_path / "small.txt"
-    small.write_text("the cat sat on the mat.\nthe dog sat on the log.\n" * 20)
-    args = ["-m", "pretrain.tokenizer", "--input", str(small), "--vocab_size", "8000"]
-    proc = run([*args, "--out", str(tmp_path / "t1")], cwd=tmp_path, check=False)
-    assert proc.returncode == 2
-    last = proc.stderr.strip().splitlines()[-1]
-    allowed = int(re.search(r"at most (\d+)", last).group(1))
-    assert last.startswith("error: vocab_size=8000") and 0 < allowed < 8000
-    assert "hard_vocab_limit" in last and "Traceback" not in proc.stderr
-    out = run([*args, "--nohard_vocab_limit", "--out", str(tmp_path / "t2")], cwd=tmp_path)
-    assert json.loads(out.stdout.splitlines()[-1])["vocab_size"] == allowed
 
 
 def test_a_model_file_as_tokenizer_dir_says_to_use_tokenizer_model(texts, tmp_path):
@@ -260,46 +98,12 @@ def test_wordpiece_vocab_examples_use_its_special_ids(texts, tmp_path, documents
         corpus.build(d)
 
 
-def test_continued_pretraining_starts_from_the_checkpoint(texts, tmp_path):
-    """--config.init: the model and tokenizer are the checkpoint's; with a zero learning rate the
-    run's model equals its start exactly."""
-    from albert_jax.model.albert import AlbertForPreTraining
-    from albert_jax.text.tokenization import load_tokenizer
-    from tests.helpers import random_params, tiny_config
-
-    config = tiny_config("none").replace(vocab_size=120, max_position_embeddings=64)
-    params = random_params(AlbertForPreTraining(config))
-    src = str(tmp_path / "start")
-    checkpoint.save(src, config, params, tokenizer=load_tokenizer(os.path.dirname(SP_FIXTURE)))
-    work = tmp_path / "run"
-    out = run(["-m", "pretrain", "--config", CPU_SMALL, "--workdir", str(work),
-               f"--config.init={src}", "--config.data.input_files=texts",
-               "--config.data.input_format=text", "--config.optim.learning_rate=0.0",
-               *SHORT], cwd=texts).stdout  # fmt: skip
-    assert "continued pretraining from" in out and re.search(r"initialized from .*loaded \d+", out)
-    got_config, got = checkpoint.load(str(work / "model"))
-    tok = checkpoint.model_tokenizer(str(work / "model"))
-    assert got_config == config and tok.vocab_size == 120
-    from flax import traverse_util
-
-    flat, want = (traverse_util.flatten_dict(p, sep="/") for p in (got, params))
-    assert set(flat) == set(want)
-    for path, value in want.items():
-        np.testing.assert_array_equal(np.asarray(flat[path]), np.asarray(value), err_msg=path)
-
-
 DOCUMENTED = [
     *glob.glob(os.path.join(ROOT, "configs", "pretrain", "*.py")),
     *glob.glob(os.path.join(ROOT, "configs", "finetune", "*.py")),
     *glob.glob(os.path.join(ROOT, "pretrain", "*.py")),
     os.path.join(ROOT, "finetune", "__main__.py"),
 ]
-
-
-def placeholder(raw):
-    """A documented value that stands for the reader's own: choices (`a|b`), elisions (`...`)
-    and names such as MAX or PATH."""
-    return "|" in raw or "..." in raw or re.fullmatch(r"[A-Z_]+", raw.rstrip("`.]:")) is not None
 
 
 def documented_overrides(path):
@@ -336,30 +140,6 @@ def config_for(path):
 )
 def test_documented_overrides_parse(path):
     check_overrides(config_for(path), documented_overrides(path))
-
-
-def check_overrides(config, overrides):
-    """`--config=CONFIG` with these `--config.KEY=VALUE` overrides parses with ml_collections'
-    config flags, and each key ends up holding its value (also used by tests/test_docs.py)."""
-    from absl import flags
-    from ml_collections import config_flags
-
-    fv, argv = flags.FlagValues(), ["prog", f"--config={config}", *overrides]
-    config_flags.DEFINE_config_file("config", None, "", flag_values=fv, sys_argv=argv)
-    fv(argv)
-    last = {o.split("=", 1)[0]: o for o in overrides}  # a key given twice: the later one wins
-    for o in last.values():
-        key, value = o[len("--config.") :].split("=", 1)
-        got = fv.config
-        for part in key.split("."):
-            got = got[part]
-        if isinstance(got, tuple):
-            got = ",".join(map(str, got))
-        if isinstance(got, bool):
-            want = value.lower() in ("true", "1")
-        else:
-            want = type(got)(value) if isinstance(got, int | float) else value
-        assert got == want, o
 
 
 def test_parallel_preparation_writes_the_same_corpus(texts, tmp_path, monkeypatch):
@@ -575,12 +355,6 @@ def test_a_warmup_longer_than_the_run_is_named(texts, tmp_path):
     assert not os.path.exists(workdir / "checkpoints")
 
 
-def _one_sentence_corpus(documents, path):
-    """Each document's first sentence alone: text without sentence ends reads this way."""
-    path.write_text("".join(d[0] + "\n\n" for d in documents), encoding="utf-8")
-    return path
-
-
 def _sp_data_config(files, data_dir, **kw):
     from albert_jax.data.pipeline import resolve_paths
 
@@ -596,10 +370,15 @@ def _sp_data_config(files, data_dir, **kw):
 def test_degenerate_sentence_pairs_are_detected(documents, texts, tmp_path):
     """pair_warning: fires on one-sentence documents or on pair rates above 0.9 and names the fix;
     silent on many-sentence documents, with single_segment='split', and without a sentence head."""
-    from albert_jax.data.pair_check import FIX, pair_warning
+    from albert_jax.data.pair_check import FIX
+    from albert_jax.data.pair_check import pair_warning as warning
+    from albert_jax.tasks.pretrain_config import PretrainConfig
     from configs.pretrain import cpu_small
 
-    one = _sp_data_config(_one_sentence_corpus(documents, tmp_path / "one.txt"), tmp_path / "a")
+    def pair_warning(config, *args, **kw):  # as the entry points call it: the run's sentence head
+        return warning(PretrainConfig.from_config(config).sentence_head, *args, **kw)
+
+    one = _sp_data_config(one_sentence_corpus(documents, tmp_path / "one.txt"), tmp_path / "a")
     normal = _sp_data_config(texts / "texts", tmp_path / "b")
     sop = cpu_small.get_config()
     line = pair_warning(sop, one)
@@ -620,33 +399,6 @@ def test_degenerate_sentence_pairs_are_detected(documents, texts, tmp_path):
     assert pair_warning(sop, one) is None
     sop.electra.sentence_head = True
     assert pair_warning(sop, one) is not None
-
-
-@pytest.mark.slow  # the default suite's time; CI runs it
-def test_degenerate_pairs_warning_from_prepare_inspect_and_pretrain(documents, tmp_path):
-    """The three commands a user runs on a one-sentence-per-document corpus each print the
-    warning once (stderr); inspect_data with single_segment='split' does not."""
-    _one_sentence_corpus(documents, tmp_path / "one.txt")
-    flags = [
-        "--config", CPU_SMALL, "--workdir", str(tmp_path / "w"),
-        "--config.data.input_files=one.txt", "--config.data.input_format=text",
-        f"--config.data.tokenizer_model={SP_FIXTURE}", "--config.data.vocab_size=120",
-    ]  # fmt: skip
-    inspect = ["-m", "pretrain.inspect_data", *flags, "--n", "1", "--stats_n", "100"]
-
-    def warnings(proc):
-        return [x for x in proc.stderr.splitlines() if "degenerate sentence pairs" in x]
-
-    prepared = run(["-m", "pretrain.prepare_data", *flags], cwd=tmp_path)
-    assert json.loads(prepared.stdout.splitlines()[-1])["documents"] == 120  # stdout stays JSON
-    (line,) = warnings(prepared)
-    assert line.startswith("warning: ") and "120 of 120 sampled documents are one sentence" in line
-    (line,) = warnings(run(inspect, cwd=tmp_path))
-    assert "label-1 rate 1.00, random-document B in 100% of pairs, 120 of 120" in line
-    assert line.endswith("use --config.data.single_segment=split")
-    assert warnings(run([*inspect, "--config.data.single_segment=split"], cwd=tmp_path)) == []
-    (line,) = warnings(run(["-m", "pretrain", *flags, *SHORT], cwd=tmp_path))
-    assert "use --config.data.single_segment=split" in line
 
 
 class Killed(BaseException):

@@ -6,11 +6,11 @@ predictions); the pretraining tasks (MLM + SOP, ELECTRA) through the same member
 import jax
 import numpy as np
 import pytest
-from test_finetune import TOKENIZER, files, make_config  # noqa: F401 (fixtures)
-from test_finetune_choice import choice_config, race  # noqa: F401
-from test_finetune_qa import qa_config, qa_files  # noqa: F401
-from test_finetune_relation import re_config, re_files  # noqa: F401
-from test_finetune_seq2seq import s2s_config, s2s_files  # noqa: F401
+from support.choice import choice_config
+from support.finetune import TOKENIZER, make_config
+from support.qa import qa_config
+from support.relation import re_config
+from support.seq2seq import s2s_config
 
 from albert_jax.tasks import run as runs
 from albert_jax.tasks.finetuning import FinetuneTask

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 import sentencepiece as spm
-from data_fixtures import *  # noqa: F403  (session fixtures)
-from data_fixtures import REPO
 
 from albert_jax.text import tokenization as tk
 
@@ -115,36 +109,3 @@ def test_vocab_size_mismatch_message(pd_tokenizer):
 def test_missing_model_message(tmp_path):
     with pytest.raises(tk.TokenizerError, match="no SentencePiece model"):
         tk.SentencePieceTokenizer.from_dir(tmp_path)
-
-
-def test_tokenizer_cli(tmp_path):
-    src = tmp_path / "corpus.txt"
-    lines = [f"Sentence number {i} has 1,000 words, Café style." for i in range(300)]
-    src.write_text("\n".join(lines[:150]) + "\n\n" + "\n".join(lines[150:]) + "\n")
-    out = tmp_path / "tok"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pretrain.tokenizer",
-            "--input",
-            str(src),
-            "--vocab_size",
-            "60",
-            "--out",
-            str(out),
-            "--character_coverage",
-            "1.0",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert {"spiece.model", "spiece.vocab", "tokenizer.json"} <= set(os.listdir(out))
-    tok = tk.SentencePieceTokenizer.from_dir(out)
-    assert tok.special_ids() == tk.SPECIAL_IDS and tok.vocab_size == 60
-    assert tok.lower_case
-    pieces = tok.tokenize("Café 1,000")
-    assert "," in pieces and tok.decode(tok.encode("Café 1,000")) == "cafe 1,000"

@@ -14,7 +14,7 @@ import pytest
 from flax import linen as nn
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
-from test_trainer import load_state, read_metrics
+from support.trainer import load_state, read_metrics
 from trainer_worker import make_config, make_global_batch, make_task, tiny_model_config
 
 from albert_jax.model.albert import AlbertForPreTraining

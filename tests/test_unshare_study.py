@@ -1,8 +1,9 @@
 """Issue 37's study (configs/sweeps/unshare_study.py): the layer drift of unshared fine-tuning
 (`sharing.layer_drift`, recorded as drift.jsonl), the minimum detectable difference, the
 report's per-layout columns (Welch p and MDE against shared, collapsed seeds, the searched rate,
-the learning rate chosen per layout on dev, the drift table and plots) on planted results, the
-study config, and (slow) a tiny version of the study run end to end."""
+the learning rate chosen per layout on dev, the drift table and plots) on planted results, and
+the study config (a tiny version of the study run end to end:
+tests/integration/test_sweep_runs.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import numpy as np
 import optax
 import pytest
 from scipy import stats
+from support.finetune import make_config
+from support.sweeps import MODEL_CONFIG, STUDY, table, write_json
 
 from albert_jax import AlbertForPreTraining
 from albert_jax.experiments import sweep_report
@@ -26,7 +29,6 @@ from albert_jax.experiments.sweep import (
     control_points,
     groups,
     load,
-    points,
     prepared_data,
 )
 from albert_jax.model import sharing
@@ -36,14 +38,6 @@ from albert_jax.tasks import lr_search
 from albert_jax.tasks import run as runs
 from albert_jax.tasks.metrics import detectable_effect, min_detectable_difference, welch_t
 from tests.helpers import random_params, tiny_batch, tiny_config
-from tests.test_finetune import files, make_config, pretrained
-from tests.test_sweep import MODEL_CONFIG, _write
-
-__all__ = ["files", "pretrained"]  # module fixtures of test_finetune, used here
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STUDY = os.path.join(REPO, "configs", "sweeps", "unshare_study.py")
-
 
 # ---------------------------------------------------------------- layer drift
 
@@ -185,10 +179,10 @@ def plant(work, sweep, cells, metric="accuracy"):
     "collapsed": [seed, ...], "lr": chosen rate, "drift": [[distance per layer] per eval]}."""
     for g in groups(sweep):
         pdir = os.path.join(work, "pretrain", g[0].name("pretrain"))
-        _write(os.path.join(pdir, "metrics.jsonl"),
+        write_json(os.path.join(pdir, "metrics.jsonl"),
                [{"step": 20, "split": "eval", "mlm_accuracy": 0.3, "sop_accuracy": 0.7}],
                lines=True)  # fmt: skip
-        _write(os.path.join(pdir, "model", "config.json"), MODEL_CONFIG)
+        write_json(os.path.join(pdir, "model", "config.json"), MODEL_CONFIG)
         for p in g + control_points(sweep, g):
             cell = cells[p.name()]
             for task in sweep.tasks:
@@ -203,25 +197,21 @@ def plant(work, sweep, cells, metric="accuracy"):
                         "test": {metric: test, "collapsed": fell},
                     }  # fmt: skip
                     sdir = os.path.join(fdir, f"seed_{seed}")
-                    _write(os.path.join(sdir, "metrics.jsonl"),
+                    write_json(os.path.join(sdir, "metrics.jsonl"),
                            [{"step": 2, "split": "eval", metric: dev - 0.05},
                             {"step": 4, "split": "eval", metric: dev}], lines=True)  # fmt: skip
-                    _write(os.path.join(sdir, "config.json"), {"steps_per_epoch": 2})
+                    write_json(os.path.join(sdir, "config.json"), {"steps_per_epoch": 2})
                     if "drift" in cell:
                         rows = [{"step": 2 * (k + 1), "epoch": k + 1.0,
                                  "attention_distance": d, "attention_similarity": 1 - d[-1],
                                  "ffn_distance": [x / 2 for x in d],
                                  "ffn_similarity": 1 - d[-1] / 2}
                                 for k, d in enumerate(cell["drift"])]  # fmt: skip
-                        _write(os.path.join(sdir, F.DRIFT_FILE), rows, lines=True)
+                        write_json(os.path.join(sdir, F.DRIFT_FILE), rows, lines=True)
                 summary = {"per_seed": per_seed}
                 if "lr" in cell:
                     summary["lr_search"] = {"chosen": cell["lr"], "fallback": cell["lr"] == 3e-4}
-                _write(os.path.join(fdir, "summary.json"), summary)
-
-
-def table(text: str, starts: str) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith(starts)]
+                write_json(os.path.join(fdir, "summary.json"), summary)
 
 
 def test_report_picks_each_layouts_learning_rate_on_dev_and_reads_test_there(tmp_path):
@@ -370,54 +360,3 @@ def test_the_study_searches_the_rate_of_every_task_and_can_run_some_tasks():
     with pytest.raises(SweepError, match="searched.py:TASK"):
         check(Sweep(pretrain_config="configs/pretrain/cpu_small.py",
                     tasks={"x": "configs/finetune/searched.py"}, grid={}))  # fmt: skip
-
-
-# ---------------------------------------------------------------- slow: a tiny study, end to end
-
-
-@pytest.mark.slow
-def test_a_tiny_study_runs_end_to_end(tmp_path):
-    """The study's design (layouts, searched rates, random-init control, report) at toy scale:
-    a synthetic pretraining run of 2 steps, a made-up classification task through
-    searched.py, layouts '' and all, seeds 0 and 1, 4 steps evaluated twice."""
-    import dataclasses
-
-    from tests.test_sweep import _cli, write_tiny_inputs
-
-    write_tiny_inputs(tmp_path)
-    study = load(STUDY)
-    tiny = dataclasses.replace(
-        study,
-        pretrain_config=str(tmp_path / "pre.py"),
-        tasks={"cls": "configs/finetune/searched.py:tsv"},
-        grid={"finetune.unshare": ["", "all"]},
-        finetune={
-            "task.train": str(tmp_path / "train.tsv"), "task.dev": str(tmp_path / "dev.tsv"),
-            "task.test": str(tmp_path / "dev.tsv"), "task.max_seq_length": 32,
-            "total_steps": 4, "eval_every": 2, "batch_size": 8, "eval_batch_size": 8,
-            "log_every": 1, "progress_bar": False,
-        },
-        seeds=(0, 1),
-    )  # fmt: skip
-    config = tmp_path / "tiny_study.py"
-    config.write_text(
-        "from albert_jax.experiments.sweep import Sweep\n\n\n"
-        f"def get_sweep():\n    return Sweep(**{dataclasses.asdict(tiny)!r})\n"
-    )
-    work = tmp_path / "sw"
-    out = _cli("--config", str(config), "--workdir", str(work)).stdout
-    assert "sweep: 4 steps, 0 already done" in out  # pretraining, 2 layouts, the control
-    md = (work / "results.md").read_text()
-    head = next(line for line in md.splitlines() if line.startswith("| unshare |"))
-    for col in ("test Welch p vs shared", "MDE (α .05, power .8)", "collapsed seeds", "lr"):
-        assert f"| {col} |" in head
-    assert len(table(md, "| all |")) == 2  # the score table and the drift table
-    with open(work / "results.csv") as f:
-        rows = list(csv.DictReader(f))
-    assert len(rows) == 3 * 2 and all(r["learning_rate"] for r in rows)  # searched per point
-    unshared = [r for r in rows if r["finetune.unshare"] == "all"]
-    assert all(float(r["drift_attention"]) > 0 for r in unshared)
-    assert not any(r.get("drift_attention") for r in rows if r not in unshared)
-    for name in ("cls_scores", "cls_dev_curves", "cls_drift"):
-        assert (work / "plots" / f"{name}.png").exists(), name
-    assert [p.name() for p in points(tiny)] == ["unshare=default", "unshare=all"]

@@ -2,22 +2,22 @@
 writes it (orbax CheckpointManager, `checkpoints/<step>/state` holding step/params/opt_state/rng,
 the run's config.json, the corpus tokenizer under data/): newest and explicit steps read the saved
 parameters bit for bit, a damaged newest step falls back to the previous one, bad workdirs fail
-clearly, and `albert_jax.tasks.pretraining.write_model` writes WORKDIR/model. A slow test runs
-the real `python -m pretrain` on a tiny synthetic corpus and checks the same against its
-checkpoints."""
+clearly, and `albert_jax.tasks.pretraining.write_model` writes WORKDIR/model.
+tests/integration/test_pretrain_cli.py runs the real `python -m pretrain` on a tiny synthetic
+corpus and checks the same against its checkpoints."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
+from support.pretraining import MODEL, assert_bitwise_equal
 
 from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.source import ConversionError, load_source
@@ -28,10 +28,6 @@ from albert_jax.text.tokenization import load_tokenizer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
-MODEL = dict(  # config.model of the synthetic runs: albert-tiny cut down, two groups
-    preset="albert-tiny", layout="groups:2", embedding_size=16, hidden_size=32, num_heads=2,
-    intermediate_size=64, max_position_embeddings=32, num_layers=4, vocab_size=120,
-)  # fmt: skip
 # A failed read of a damaged step leaves tensorstore callbacks aimed at an asyncio loop that orbax
 # has closed; Python reports them (as unraisable) whenever they fire, often in a later test.
 # Harmless, and the trainer's own fallback does the same.
@@ -88,15 +84,6 @@ def damage(workdir, step):
         if "ocdbt.process_" in root:
             for name in files:
                 os.remove(os.path.join(root, name))
-
-
-def assert_bitwise_equal(a, b):
-    assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
-    for (path, x), y in zip(
-        jax.tree_util.tree_leaves_with_path(a), jax.tree_util.tree_leaves(b), strict=True
-    ):
-        assert x.dtype == y.dtype and x.shape == y.shape, jax.tree_util.keystr(path)
-        assert np.array_equal(x, y), jax.tree_util.keystr(path)
 
 
 @pytest.fixture(scope="module")
@@ -199,93 +186,3 @@ def test_write_model_at_the_end_of_a_run(workdir, tmp_path, capsys):
     # `model/` inside the workdir is a checkpoint of ours, the workdir stays a workdir.
     assert load_source(str(copy)).format == "workdir"
     assert load_source(str(copy / "model")).format == "albert_jax"
-
-
-# --- slow: the real `python -m pretrain` ----------------------------------------------------------
-SYLLABLES = "ka lo mi ne su ta ri po ve zu ba de fi go hu".split()
-STEPS = 4  # checkpoints at 2 and 4
-CONFIG = """
-import ml_collections
-
-from configs.pretrain.cpu_small import get_config as cpu_small
-
-
-def get_config(arg=None):
-    c = cpu_small()
-    c.data.update(input_files={corpus!r}, input_format="text", corpus_name="tiny")
-    c.data.update(vocab_size=100, character_coverage=1.0, max_seq_length=32, max_predictions=5)
-    c.data.update(global_batch_size=8, worker_count=0)
-    c.model = ml_collections.ConfigDict({model!r})
-    c.model.vocab_size = c.data.get_ref("vocab_size")
-    c.total_steps = {steps}
-    c.optim.warmup_steps = 1
-    c.checkpoint_every = 2
-    c.keep_checkpoints = 5
-    c.eval_every = 0
-    c.log_every = 1
-    c.progress_bar = False
-    return c
-"""
-
-
-def write_corpus(path, docs=120, sentences=6, seed=0):
-    """Sentences of made-up words (400 of them): enough variety for a 100-piece vocabulary."""
-    rng = np.random.default_rng(seed)
-    words = ["".join(rng.choice(SYLLABLES, int(rng.integers(1, 4)))) for _ in range(400)]
-    with open(path, "w") as f:
-        for _ in range(docs):
-            for _ in range(sentences):
-                n = int(rng.integers(4, 10))
-                f.write(" ".join(rng.choice(words, n)).capitalize() + ".\n")
-            f.write("\n")
-
-
-def trainer_params(work, step):
-    """The trainer's saved parameters, read as a whole TrainState with a target (as the trainer
-    restores), independently of the converter's partial read."""
-    path = os.path.join(work, "checkpoints", str(step), "state")
-    cpu = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
-    with ocp.StandardCheckpointer() as ckptr:
-        meta = ckptr.metadata(path).item_metadata.tree
-        target = jax.tree_util.tree_map(
-            lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=cpu), meta
-        )
-        state = ckptr.restore(path, target)
-    return jax.tree_util.tree_map(np.asarray, state["params"])
-
-
-@pytest.mark.slow
-def test_real_pretraining_run_converts_and_writes_its_model(tmp_path):
-    """`python -m pretrain` (2 CPU devices, 4 steps), then the workdir and its steps convert to
-    the trainer's parameters bit for bit, and WORKDIR/model is the final state + tokenizer."""
-    write_corpus(tmp_path / "corpus.txt")
-    model = {k: v for k, v in MODEL.items() if k != "vocab_size"}
-    config_file = tmp_path / "tiny.py"
-    config_file.write_text(CONFIG.format(corpus=str(tmp_path / "corpus.txt"), model=model,
-                                         steps=STEPS))  # fmt: skip
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2 --xla_backend_optimization_level=0"
-    work = tmp_path / "run"
-    cmd = [sys.executable, "-m", "pretrain", f"--config={config_file}", f"--workdir={work}"]
-    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert f'"step": {STEPS}' in done.stdout.splitlines()[-1]
-
-    final, first = trainer_params(work, STEPS), trainer_params(work, 2)
-    assert not np.array_equal(final["pooler"]["kernel"], first["pooler"]["kernel"])  # it trained
-    assert cli([str(work), str(tmp_path / "newest")]) == 0
-    config, params = checkpoint.load(tmp_path / "newest")
-    assert config.layout == "groups:2" and config.vocab_size == 100
-    assert_bitwise_equal(params, final)
-    source = load_source(str(work / "checkpoints" / "2"))
-    assert source.step == 2
-    assert_bitwise_equal(source.params, first)
-
-    config_m, params_m = checkpoint.load(work / "model")
-    assert config_m == config and checkpoint.load_head(work / "model") is None
-    assert_bitwise_equal(params_m, final)
-    with open(work / "model" / "checkpoint.json") as f:
-        assert json.load(f)["info"] == {"source": str(work), "step": STEPS}
-    tok = checkpoint.model_tokenizer(work / "model")
-    text = "Kalo mine supo, tari vezu."
-    assert tok.vocab_size == 100 and tok.encode(text) == source.tokenizer.encode(text)

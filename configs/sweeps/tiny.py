@@ -1,6 +1,6 @@
 """A sweep small enough for a test or a first look (~5 CPU minutes: 7-9 minutes on a busy 2-core
 machine, mostly starting and compiling 12 runs): two layouts x shared / unshared fine-tuning, a
-few steps each, two seeds. tests/test_sweep.py runs it as shipped (slow).
+few steps each, two seeds. tests/integration/test_sweep_runs.py runs it as shipped (slow).
 
   python -m pretrain.sweep --config configs/sweeps/tiny.py --workdir runs/sw_tiny
 """

@@ -23,7 +23,7 @@ from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import pretraining, start, tagging
 from albert_jax.train import optim, trainer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKENIZER = os.path.join(ROOT, "tests", "fixtures", "tokenizer_sp")
 FT = os.path.join(ROOT, "configs", "finetune")
 CPU_SMALL = os.path.join(ROOT, "configs", "pretrain", "cpu_small.py")

@@ -16,8 +16,7 @@ import time
 
 import numpy as np
 import pytest
-from test_finetune import files, pretrained  # noqa: F401 - module fixtures used below
-from test_trainer import assert_trees_equal, ckpt_steps, load_state, read_metrics, run
+from support.trainer import assert_trees_equal, ckpt_steps, load_state, read_metrics, run
 
 from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.checkpoint import CheckpointError
@@ -25,7 +24,7 @@ from albert_jax.train import lock
 from albert_jax.train.faults import CRASH_ENV
 from albert_jax.train.metrics import MetricWriter
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_backend_optimization_level=0"}
 
 
@@ -122,7 +121,7 @@ def test_racers_on_a_stale_lock_leave_exactly_one_holder(tmp_path):
         assert not os.path.exists(os.path.join(work, lock.LOCK_NAME))  # released at exit
 
 
-def test_a_second_finetune_on_a_busy_workdir_is_refused_in_one_line(pretrained, files, tmp_path):  # noqa: F811
+def test_a_second_finetune_on_a_busy_workdir_is_refused_in_one_line(pretrained, files, tmp_path):
     live = subprocess.Popen(["sleep", "120"])
     try:
         _lock_file(tmp_path / "run", live.pid)
@@ -186,7 +185,7 @@ def test_resumed_metrics_drop_the_rows_past_the_checkpoint(tmp_path):
 # --------------------------------------------------------------------------- SIGKILL, then rerun
 
 
-def _finetune_cmd(pretrained, files, workdir):  # noqa: F811
+def _finetune_cmd(pretrained, files, workdir):
     return [
         sys.executable, "-m", "finetune", "--config", "configs/finetune/tsv.py",
         "--workdir", str(workdir), f"--config.init={pretrained}",
@@ -225,7 +224,7 @@ def _killed_then_rerun(cmd, workdir, point=None, after_s=None):
 
 
 @pytest.mark.slow
-def test_sigterm_saves_exits_0_and_the_rerun_resumes(pretrained, files, tmp_path):  # noqa: F811
+def test_sigterm_saves_exits_0_and_the_rerun_resumes(pretrained, files, tmp_path):
     work = tmp_path / "run"
     longer = ["--config.total_steps=200", "--config.eval_every=100", "--config.log_every=1"]
     cmd = _finetune_cmd(pretrained, files, work) + longer  # later flags win
@@ -248,7 +247,7 @@ def test_sigterm_saves_exits_0_and_the_rerun_resumes(pretrained, files, tmp_path
 
 
 @pytest.mark.slow
-def test_a_rerun_with_other_inputs_is_refused_naming_them(pretrained, files, tmp_path):  # noqa: F811
+def test_a_rerun_with_other_inputs_is_refused_naming_them(pretrained, files, tmp_path):
     work = tmp_path / "run"
     cmd = _finetune_cmd(pretrained, files, work)
     subprocess.run(cmd, cwd=ROOT, env=ENV, check=True, capture_output=True, timeout=600)
@@ -285,7 +284,7 @@ def _eval_rows(workdir):
 
 
 @pytest.mark.slow
-def test_finetune_killed_anywhere_resumes_to_the_uninterrupted_files(pretrained, files, tmp_path):  # noqa: F811
+def test_finetune_killed_anywhere_resumes_to_the_uninterrupted_files(pretrained, files, tmp_path):
     reference = tmp_path / "reference"
     t0 = time.monotonic()
     subprocess.run(_finetune_cmd(pretrained, files, reference), cwd=ROOT, env=ENV, check=True,

@@ -10,7 +10,7 @@ import sys
 
 import albert_jax
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LINT = os.path.join(os.path.dirname(sys.executable), "lint-imports")
 
 
