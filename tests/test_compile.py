@@ -15,6 +15,7 @@ from trainer_worker import make_config, make_global_batch, make_task
 
 from albert_jax import AlbertConfig
 from albert_jax.train import hlo, topology, trainer
+from albert_jax.train.config import TrainConfigError, TrainerConfig
 
 # Two nested loops (3 x 5 iterations, the inner one's count read from its condition), an async
 # all-gather in the inner body, an all-reduce in the outer and a reduce-scatter in the entry.
@@ -166,8 +167,8 @@ def test_profile_steps_write_a_trace_for_tensorboard(tmp_path):
     traces = glob.glob(str(tmp_path / "tensorboard/plugins/profile/*/*.xplane.pb"))
     assert len(traces) == 1 and os.path.getsize(traces[0]) > 0
     for bad in ("4:2", "x"):
-        with pytest.raises(trainer.TrainConfigError, match="profile_steps"):
-            trainer.Profile(bad, str(tmp_path))
+        with pytest.raises(TrainConfigError, match="profile_steps"):
+            TrainerConfig.from_config(make_config(profile_steps=bad))
 
 
 def test_auto_switches_resolve_for_the_mesh_platform_not_the_host():

@@ -109,3 +109,32 @@ def test_every_pretraining_config_takes_the_execution_overrides(name):
     assert {k: getattr(model, k) for k in overrides} == overrides
     with pytest.raises(AttributeError):
         config.model.no_such_field = 1  # what the lock guards: the test would pass without it
+
+
+FINETUNE_CONFIGS = sorted(
+    os.path.splitext(os.path.basename(p))[0]
+    for p in glob.glob(os.path.join(os.path.dirname(__file__), "..", "configs", "finetune", "*.py"))
+    if os.path.basename(p) not in ("__init__.py", "common.py")
+)
+
+
+@pytest.mark.parametrize("name", FINETUNE_CONFIGS)
+def test_a_finetuning_config_has_no_pretraining_leaf(name):
+    """A fine-tuning config is the trainer's section, fine-tuning's and its own task / model /
+    optimizer sections: none of pretraining's own leaves (objective, electra, train_flops, ...),
+    and every trainer and fine-tuning leaf reads back typed."""
+    import importlib
+
+    from albert_jax.tasks.finetune_config import FinetuneConfig
+    from albert_jax.train.config import TrainerConfig
+    from configs.pretrain.common import pretrain_defaults
+
+    shared = set(TrainerConfig.section()) | set(FinetuneConfig.section()) | {"optim"}
+    pretraining_only = set(pretrain_defaults()) - shared
+    assert {"objective", "electra", "train_flops", "cross_eval"} <= pretraining_only
+    arg = {"searched": "sentiment", "suite": "headlines"}.get(name)  # those take an argument
+    config = importlib.import_module(f"configs.finetune.{name}").get_config(arg)
+    assert not set(config) & pretraining_only, sorted(set(config) & pretraining_only)
+    assert set(TrainerConfig.section()) | set(FinetuneConfig.section()) <= set(config)
+    assert FinetuneConfig.from_config(config).batch_size == config.batch_size
+    assert TrainerConfig.from_config(config).log_every == config.log_every

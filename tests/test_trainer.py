@@ -29,10 +29,10 @@ from support.trainer import (
 from trainer_worker import BATCH, make_config, make_global_batch, make_task
 
 from albert_jax.checkpoints.train_state import Checkpointer
-from albert_jax.train import partitioning, trainer
+from albert_jax.train import loop, partitioning, trainer
+from albert_jax.train.loop import NonFiniteLossError
 from albert_jax.train.optim import make_optimizer
 from albert_jax.train.trainer import (
-    NonFiniteLossError,
     compile_task,
     create_state,
     make_train_step,
@@ -350,7 +350,7 @@ def test_metrics_reach_the_host_only_at_log_and_checkpoint_steps(straight, tmp_p
     reads, device_get = [], jax.device_get
 
     def spy(tree):
-        if sys._getframe(1).f_code.co_filename == trainer.__file__:
+        if sys._getframe(1).f_code.co_filename == loop.__file__:
             reads.append(tree)
         return device_get(tree)
 

@@ -39,7 +39,9 @@ from albert_jax.model.flops import forward_flops_per_sequence
 from albert_jax.model.heads import build_model
 from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
-from albert_jax.tasks.start import RANDOM_INIT, FinetuneError, blank_source, load_init
+from albert_jax.tasks.finetune_config import FinetuneConfig, FinetuneError
+from albert_jax.tasks.start import RANDOM_INIT, blank_source, load_init
+from albert_jax.train.config import TrainerConfig
 from albert_jax.train.faults import crash_point
 from albert_jax.train.optim import check_optim_config, regex_list
 from albert_jax.train.task import Task
@@ -78,6 +80,7 @@ class FinetuneData:
     def __init__(self, config, splits=("train", "dev", "test"), source=None):
         """`source`: the starting point (a `Source`) instead of `config.init`'s."""
         t = config.task
+        self.settings = f = FinetuneConfig.from_config(config)  # read once, for every task
         self.task_type = t.type
         if t.type not in TASK_TYPES:
             raise FinetuneError(f"task.type must be one of {TASK_TYPES}, got {t.type!r}")
@@ -88,16 +91,13 @@ class FinetuneData:
             self.source, self.notes = source, []
         else:
             self.source, self.notes = load_init(
-                config.init,
-                config.get("unshare", "") or "",
-                tokenizer=config.get("tokenizer", "") or "",
-                model_from=config.get("model_from", "") or "",
+                f.init, f.unshare or "", tokenizer=f.tokenizer or "", model_from=f.model_from or ""
             )
-        self.fresh_params = regex_list(config.get("fresh_params", ()))
-        overrides = {k: v for k, v in config.get("model", {}).items() if v is not None}
+        self.fresh_params = regex_list(f.fresh_params)
+        overrides = {k: v for k, v in config.model.items() if v is not None}
         self.classifier_dropout = float(overrides.pop("classifier_dropout", 0.1))
         self.model_config = self.source.config.replace(**overrides)
-        self.tokenizer = self._tokenizer(config)
+        self.tokenizer = self._tokenizer(f)
         self.max_seq_length = int(t.max_seq_length)
         if self.max_seq_length > self.model_config.max_position_embeddings:
             raise FinetuneError(
@@ -122,7 +122,7 @@ class FinetuneData:
                 self.examples["train"], paths["train"]
             )
             self.notes, skipped = self.notes + notes, before - len(self.examples["train"])
-        limit = int(config.get("max_train_examples", 0) or 0)
+        limit = int(f.max_train_examples or 0)
         if limit and "train" in self.examples:
             self.examples["train"] = self.examples["train"][:limit]
         self.labels = task.labels(self, t)
@@ -133,8 +133,8 @@ class FinetuneData:
         if skipped:
             self.stats["train"]["skipped"] = skipped
 
-    def _tokenizer(self, config):
-        where = config.get("tokenizer", "")
+    def _tokenizer(self, config: FinetuneConfig):
+        where = config.tokenizer
         tok = read_tokenizer(where) if where else self.source.tokenizer
         if tok is None:
             raise FinetuneError(
@@ -185,16 +185,18 @@ class FinetuneTask(Task):
         self.model_config = data.model_config
         self.head = data.head(config)
         self.model = build_model(self.model_config, self.head)
-        self.global_batch_size = int(config.batch_size)
-        self.eval_batch_size = int(config.get("eval_batch_size", 0) or config.batch_size)
+        f = data.settings
+        self.global_batch_size = int(f.batch_size)
+        self.eval_batch_size = int(f.eval_batch_size or f.batch_size)
         self.seq_length = data.max_seq_length
         self.fresh_params = data.fresh_params
         self.init_source = data.source.location
         # In results.json (the trainer adds it): tables tell the random-init control apart.
         self.results_info = {"init": str(config.init), "random_init": data.random_init}
         self.workdir = workdir
-        metric = M.best_metric_name(data.task_type, config.get("best_metric", "") or None)
+        metric = M.best_metric_name(data.task_type, f.best_metric or None)
         self.best_metric = (metric, "max" if M.higher_is_better(metric) else "min")
+        self.unshared = bool(f.unshare)
 
     @staticmethod
     def from_config(config, tokenizer, workdir=None, splits=("train", "dev", "test")):
@@ -203,7 +205,9 @@ class FinetuneTask(Task):
         config.json; `config.model` overrides it) and the tokenizer's vocabulary, the splits
         `config.task` names read and featurized. For tests and tools: `config.init` is not read
         (a run starts from it through `FinetuneData(config)`)."""
-        source, _ = blank_source(tokenizer, config.get("model_from", "") or "albert-base")
+        source, _ = blank_source(
+            tokenizer, FinetuneConfig.from_config(config).model_from or "albert-base"
+        )
         return make_task(config, FinetuneData(config, splits, source=source), workdir)
 
     # --- the data side: static, `FinetuneData` reads and featurizes with it before a task exists
@@ -315,7 +319,7 @@ class FinetuneTask(Task):
         (a step evaluated again on resume replaces its row and those after it). Other runs
         write nothing."""
         src = self.data.source.params
-        if not (self.config.get("unshare", "") and self.workdir and "encoder" in (src or {})):
+        if not (self.unshared and self.workdir and "encoder" in (src or {})):
             return
         encoder = to_host(  # an all-gather: every process takes part
             {b: params["encoder"][b] for b in sharing.SUB_BLOCKS}
@@ -323,8 +327,10 @@ class FinetuneTask(Task):
         if jax.process_index() != 0:
             return
         drift = sharing.layer_drift({"encoder": encoder}, src, self.model_config)
-        per_epoch = int(self.config.get("steps_per_epoch", 0) or 0)
-        row = {"step": int(step), "epoch": step / per_epoch if per_epoch else None}
+        # the run's epoch length (`run.resolve_schedule`: batches of the training rows)
+        n_train = len(self.data.features["train"]["input_ids"])
+        per_epoch = max(1, math.ceil(n_train / self.global_batch_size))
+        row = {"step": int(step), "epoch": step / per_epoch}
         for block, d in drift.items():
             row[f"{block}_distance"] = [float(x) for x in d["distance"]]
             row[f"{block}_similarity"] = float(d["similarity"])
@@ -342,6 +348,7 @@ class FinetuneTask(Task):
     # The fresh head's parameters (for the multiplier named in the collapse warning; None: no
     # fresh head).
     head_pattern: str | None = FRESH_HEAD
+    warn_collapse = True  # off in the learning-rate search's trials (their table says it)
 
     def collapse(self, rows, values) -> str | None:
         """What is degenerate about a split's predictions (`score`'s rows and metrics), or None
@@ -352,7 +359,7 @@ class FinetuneTask(Task):
         """(rows, values) with `collapsed` (1.0 / 0.0) among the metrics of a scored split; one
         warning line (console and train.log) when the predictions collapsed."""
         what = self.collapse(rows, values)
-        if what and jax.process_index() == 0:
+        if what and self.warn_collapse and jax.process_index() == 0:
             log.warning(M.collapse_warning(split, step, what, self.config, self.head_pattern))
         if values:
             values = {**values, "collapsed": float(what is not None)}
@@ -396,7 +403,7 @@ def write_jsonl(path: str, rows) -> None:
 
 
 def parse_seeds(config) -> list[int]:
-    seeds = given = config.get("seeds", "")
+    seeds = given = FinetuneConfig.from_config(config).seeds
     if isinstance(seeds, int):
         return [seeds]
     if isinstance(seeds, str):
@@ -415,6 +422,7 @@ def check_config(config) -> None:
     schedule's settings and the optimizer (`optim.check_optim_config`; the learning rate may
     still be auto, the total steps come from the epochs later)."""
     parse_seeds(config)
+    f, t = FinetuneConfig.from_config(config), TrainerConfig.from_config(config)
     if config.task.type not in TASK_TYPES:
         raise FinetuneError(f"task.type must be one of {TASK_TYPES}, got {config.task.type!r}")
     # 0: batch_size / from the epochs / none / once per epoch / at every evaluation / all
@@ -423,7 +431,7 @@ def check_config(config) -> None:
         "eval_every": 0, "checkpoint_every": 0, "log_every": 1, "max_train_examples": 0,
     }  # fmt: skip
     for key, low in lowest.items():
-        value = config.get(key, low)
+        value = getattr(f if hasattr(f, key) else t, key)
         if not isinstance(value, int) or value < low:
             raise FinetuneError(f"{key} must be an integer >= {low}, got {value!r}")
     # [CLS] [SEP] and at least one piece of text
@@ -434,20 +442,16 @@ def check_config(config) -> None:
             f"got {length!r}"
         )
     try:
-        M.best_metric_name(config.task.type, config.get("best_metric", "") or None)
+        M.best_metric_name(config.task.type, f.best_metric or None)
     except ValueError as e:
         raise FinetuneError(f"best_metric: {e}") from None
     scheme = config.task.get("scheme", "BIO")
     if config.task.type == "tagging" and scheme not in M.SCHEMES:  # else a KeyError at reading
         raise FinetuneError(f"task.scheme must be one of {M.SCHEMES}, got {scheme!r}")
-    for pattern in regex_list(config.get("fresh_params", ())):
+    for pattern in regex_list(f.fresh_params):
         try:
             re.compile(pattern)
         except re.error as e:
             raise FinetuneError(f"fresh_params: {pattern!r} is not a regex ({e})") from None
-    epochs, warmup = config.get("num_epochs", 1.0), config.get("warmup_fraction", 0.0)
-    if not config.get("total_steps") and not (math.isfinite(epochs) and epochs > 0):
-        raise FinetuneError(f"num_epochs must be > 0 (or total_steps set), got {epochs!r}")
-    if not 0 <= warmup <= 1:
-        raise FinetuneError(f"warmup_fraction must be between 0 and 1, got {warmup!r}")
+    f.check_epochs(t.total_steps)
     check_optim_config(config.optim, auto=True)

@@ -8,10 +8,11 @@ one to a single class. A trial is the full run's recipe (head multiplier, warmup
 batch, dropout, data order of the first seed) compressed to `trial_steps`, decaying to 0.
 
 One compiled step serves every trial of a length: the optimizer is built for a peak rate of 1
-and its update is scaled by the trial's rate, which lives in the optimizer state
-(`scale_by_state`). Every update of AdamW / LAMB (decoupled weight decay included) is linear
-in the peak rate when the schedule ends at 0, so a trial at rate r is exactly a run built
-with r.
+and its update is scaled by the trial's rate, a hyperparameter in the optimizer state
+(`optax.inject_hyperparams`, set by name per trial). The trials run through the trainer's loop
+(`albert_jax.train.loop.run`) with every hook off. Every update of AdamW / LAMB (decoupled
+weight decay included) is linear in the peak rate when the schedule ends at 0, so a trial at
+rate r is exactly a run built with r.
 
 `workdir/lr_search.json` records the settings, every finished trial and the choice: a rerun
 reuses it (a run killed mid-search resumes at the next trial), and the record is copied into
@@ -21,10 +22,9 @@ each seed's `results.json` and the run's `summary.json`.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -33,9 +33,11 @@ import optax
 from etils import epath
 
 from albert_jax import paths
-from albert_jax.tasks.finetuning import FinetuneData, FinetuneError, make_task
+from albert_jax.tasks.finetune_config import FinetuneConfig, FinetuneError
+from albert_jax.tasks.finetuning import FinetuneData, make_task
+from albert_jax.train import loop
 from albert_jax.train.prefetch import DevicePrefetch
-from albert_jax.train.trainer import RUN_AHEAD, StopSignal, compile_task, global_batch
+from albert_jax.train.trainer import compile_task, global_batch
 
 # (hidden size, grid) at the two ends; each point is interpolated geometrically in between, as
 # the auto rate (`tasks.run.AUTO_LR`). Small models (the project's CPU checkpoints) train
@@ -66,41 +68,23 @@ def parse_grid(value) -> tuple[float, ...]:
 
 def wanted(config) -> bool:
     """Search when the config asks for it (`lr_search.enabled`) and leaves the rate to auto."""
-    s = config.get("lr_search", None)
-    return bool(s and s.get("enabled", False)) and config.optim.get("learning_rate") is None
+    enabled = FinetuneConfig.from_config(config).lr_search.enabled
+    return enabled and config.optim.learning_rate is None
 
 
 def check_config(config) -> None:
-    """What can be checked before anything is read (the entry points call it first)."""
-    s = config.get("lr_search", None)
-    if not s:
-        return
-    parse_grid(s.get("grid", ""))
-    fraction = s.get("budget", 0.5)
-    if not isinstance(fraction, int | float) or not 0 < fraction <= 10:
-        raise FinetuneError(f"lr_search.budget must be in (0, 10], got {fraction!r}")
-    retries = s.get("retries", 2)
-    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
-        raise FinetuneError(f"lr_search.retries must be an integer >= 0, got {retries!r}")
+    """What can be checked before anything is read (the entry points call it first): the
+    section's own checks (`LrSearch`) and the grid."""
+    parse_grid(FinetuneConfig.from_config(config).lr_search.grid)
 
 
-class ScaleState(NamedTuple):
-    scale: jax.Array  # the trial's peak learning rate
-
-
-def scale_by_state() -> optax.GradientTransformation:
-    """Multiplies updates by a scalar held in the state (set per trial, 1 at init)."""
-
-    def update_fn(updates, state, params=None):
-        del params
-        return jax.tree_util.tree_map(lambda u: u * state.scale.astype(u.dtype), updates), state
-
-    return optax.GradientTransformation(lambda p: ScaleState(jnp.ones((), jnp.float32)), update_fn)
+# Chained after the optimizer: every update times the trial's rate (`step_size`, 1 at init).
+TRIAL_RATE = optax.inject_hyperparams(optax.scale)
 
 
 def trial_config(config, trial_steps: int):
     """The full run's config (schedule resolved) compressed to `trial_steps` at a peak rate of
-    1 (the trial's rate is applied by `scale_by_state`), decaying to 0."""
+    1 (the trial's rate is applied by `TRIAL_RATE`), decaying to 0."""
     c = config.copy_and_resolve_references()
     with c.unlocked():
         c.total_steps = c.optim.total_steps = trial_steps
@@ -111,20 +95,21 @@ def trial_config(config, trial_steps: int):
 
 def settings(config, data: FinetuneData) -> dict[str, Any]:
     """What the search depends on: a saved record with other settings is not reused."""
-    s = config.lr_search
-    grid = parse_grid(s.get("grid", "")) or default_grid(data.model_config.hidden_size)
+    f = data.settings
+    s = f.lr_search
+    grid = parse_grid(s.grid) or default_grid(data.model_config.hidden_size)
     total = int(config.total_steps)
-    trial_steps = max(1, int(round(float(s.get("budget", 0.5)) * total / len(grid))))
+    trial_steps = max(1, int(round(float(s.budget) * total / len(grid))))
     return {
         "grid": list(grid),
         "trial_steps": trial_steps,
-        "retries": int(s.get("retries", 2)),
+        "retries": int(s.retries),
         "full_steps": total,
         "seed": int(config.seed),
         "lr_multipliers": config.optim.lr_multipliers,
-        "init": str(config.init),
-        "unshare": str(config.get("unshare", "") or ""),
-        "max_train_examples": int(config.get("max_train_examples", 0) or 0),
+        "init": str(f.init),
+        "unshare": str(f.unshare or ""),
+        "max_train_examples": int(f.max_train_examples or 0),
         "batch_size": int(config.batch_size),
         # every task setting (files, lengths, labels), as JSON reads it back
         "task": json.loads(json.dumps(config.task.to_dict(), default=str)),
@@ -161,7 +146,7 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
             f"{', '.join(f'{x:g}' for x in want['grid'])}, scored by dev {metric}",
             flush=True,
         )
-    stop = StopSignal("stopping the learning-rate search (its finished trials are kept)")
+    stop = loop.StopSignal("stopping the learning-rate search (its finished trials are kept)")
     try:
         return _rounds(record, want, config, data, path, fallback, stop)
     finally:
@@ -180,7 +165,8 @@ def _rounds(record, want, config, data, path, fallback, stop) -> dict[str, Any] 
         todo = [lr for lr in rates if (lr, steps) not in done]
         if todo:  # one compiled step per trial length: the rate lives in the optimizer state
             task = make_task(trial_config(config, steps), data)
-            compiled = compile_task(task.config, task, extra_tx=scale_by_state())
+            task.warn_collapse = False  # a collapsed trial is expected: the table says so
+            compiled = compile_task(task.config, task, extra_tx=TRIAL_RATE(step_size=1.0))
             with compiled.scope():
                 for lr in todo:
                     trial = _trial(compiled, task, lr, steps, want["seed"], stop)
@@ -222,32 +208,18 @@ def _trial(compiled, task, lr: float, steps: int, seed: int, stop) -> dict[str, 
     scored. None when SIGTERM came (`stop`): the trial is dropped, to run again on resume."""
     t0 = time.perf_counter()
     state = compiled.initial_state(seed)
-    *rest, _ = state.opt_state
-    scale = jax.device_put(jnp.asarray(lr, jnp.float32), compiled.shardings.opt_state[-1].scale)
-    state = state.replace(opt_state=(*rest, ScaleState(scale)))
+    rate = optax.tree_utils.tree_get(state.opt_state, "step_size")
+    rate = jax.device_put(jnp.asarray(lr, rate.dtype), rate.sharding)
+    state = state.replace(opt_state=optax.tree_utils.tree_set(state.opt_state, step_size=rate))
     it = task.train_iterator(jax.process_index(), jax.process_count())
     batches = DevicePrefetch(it, lambda local: global_batch(local, compiled.mesh))
-    metrics, losses = None, []
-    for i in range(steps):
-        if stop.requested:
-            return None
-        state, metrics = compiled.step_fn(state, next(batches))
-        if i + 1 < steps:
-            batches.prefetch()  # the next batch's input work overlaps this step
-        losses.append(metrics["loss"])
-        if len(losses) > RUN_AHEAD:  # as the trainer: a bounded number of steps in flight
-            losses.pop(0).block_until_ready()
-    loss = float(jax.device_get(metrics["loss"]))
+    hooks = loop.Hooks(preempted=lambda step: stop.requested)  # every other hook off
+    done = loop.run(compiled.step_fn, state, batches, 0, steps, hooks)
+    if stop.requested:
+        return None
+    loss = float(jax.device_get(done.metrics["loss"]))
     finite = bool(np.isfinite(loss))
-    values: dict[str, float] = {}
-    if finite:
-        quiet = logging.getLogger("albert_jax.tasks.finetuning")
-        level = quiet.level
-        quiet.setLevel(logging.ERROR)  # a collapsed trial is expected: the table says so
-        try:
-            values = compiled.evaluate(state.params, steps)
-        finally:
-            quiet.setLevel(level)
+    values = compiled.evaluate(done.state.params, steps) if finite else {}
     metric, mode = task.best_metric
     score = values.get(metric)
     return {

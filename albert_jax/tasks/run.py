@@ -36,7 +36,7 @@ def resolve_schedule(config, num_train: int):
     evaluation and checkpoints once per epoch (unless set)."""
     config = config.copy_and_resolve_references()
     per_epoch = max(1, math.ceil(num_train / int(config.batch_size)))
-    by_epochs = max(math.ceil(float(config.num_epochs) * per_epoch), config.get("min_steps", 0))
+    by_epochs = max(math.ceil(float(config.num_epochs) * per_epoch), int(config.min_steps))
     total = int(config.total_steps or 0) or by_epochs
     with config.unlocked():
         config.steps_per_epoch = per_epoch

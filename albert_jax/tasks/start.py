@@ -19,14 +19,11 @@ from albert_jax.checkpoints.source import (
     read_config,
     read_tokenizer,
 )
-from albert_jax.errors import InputError
 from albert_jax.model import presets, sharing
+from albert_jax.tasks.finetune_config import FinetuneError
+from albert_jax.train.config import TrainerConfig
 
 UNSHARE = {"": None, "all": ("attention", "ffn"), "attention": ("attention",), "ffn": ("ffn",)}
-
-
-class FinetuneError(InputError):
-    """A fine-tuning setup that cannot work (the message says what to change)."""
 
 
 RANDOM_INIT = "none"  # config.init: no checkpoint, every weight freshly initialized
@@ -163,7 +160,7 @@ def check_rerun(config, workdir: str) -> None:
     """A rerun on a workdir with a run in it resumes that run: with other inputs its checkpoints,
     best model and results would be the old inputs' under the new config.json. Refused, naming
     each changed key, unless `start_over` is set."""
-    if config.get("start_over", False):
+    if TrainerConfig.from_config(config).start_over:
         return
     wd = epath.Path(workdir)  # several seeds: each seed_S has its own
     saved = [wd / "config.json"] if (wd / "config.json").exists() else wd.glob("seed_*/config.json")

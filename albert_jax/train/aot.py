@@ -29,6 +29,7 @@ import jax
 
 from albert_jax.errors import InputError
 from albert_jax.train import hlo
+from albert_jax.train.config import TrainerConfig
 from albert_jax.train.topology import Topology
 from albert_jax.train.trainer import compile_task
 
@@ -110,7 +111,7 @@ def analyze(
     task = make_task(config)
     compiled, run, seconds = compile_for(config, task, topology, devices)
     mesh = {k: int(v) for k, v in run.mesh.shape.items()}
-    accum = int(config.get("grad_accum_steps", 1))
+    accum = TrainerConfig.from_config(config).grad_accum_steps
     chips = len(devices)
     batch = int(task.global_batch_size)
     shards = mesh["data"] * mesh["fsdp"]

@@ -13,14 +13,9 @@ key of step s is fold_in(key, s), the learning rate a function of s, and the dat
 is saved in the same checkpoint (that of the batches the steps took: `DevicePrefetch` holds the
 next one on device ahead of its step).
 
-The host never waits for the device between sync steps (log, checkpoint and evaluation steps):
-metrics stay on device, and it dispatches up to `RUN_AHEAD` steps ahead. At a sync step it reads
-every loss since the last one (a non-finite one stops the run, naming its step, and a checkpoint
-is only written of a finite state). A log row holds the metrics of its own step, not a mean over
-the interval, so a resumed run reproduces every row exactly; its step time is the interval's.
-
-Length (~640 lines): the loop, resume, evaluation and best-model keeping share the step counter
-and the checkpoint; split apart, each piece would need the others' state passed around.
+The loop itself is `albert_jax.train.loop.run`; `train()` gives it its hooks (log, checkpoint,
+evaluate and keep the best, the NaN guard's message, preemption, progress, profiler). The
+distributed start, the workdir lock, the compilation cache and the dtype checks stay here.
 """
 
 from __future__ import annotations
@@ -30,8 +25,6 @@ import dataclasses
 import json
 import logging
 import os
-import signal
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -45,28 +38,19 @@ from etils import epath
 from flax import traverse_util
 from jax.sharding import NamedSharding, PartitionSpec
 
-from albert_jax import errors, paths
+from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.train_state import Checkpointer
 from albert_jax.model.albert import target_platform
-from albert_jax.train import lock, partitioning
+from albert_jax.train import lock, loop, partitioning
+from albert_jax.train.config import Distributed, TrainConfigError, TrainerConfig
 from albert_jax.train.faults import crash_point
 from albert_jax.train.gradients import batch_gradients
+from albert_jax.train.loop import StopSignal
 from albert_jax.train.metrics import MetricWriter, Progress, log_to_file
 from albert_jax.train.optim import check_patterns, make_optimizer, path_matcher
 from albert_jax.train.prefetch import DevicePrefetch
 from albert_jax.train.task import Task
-
-# Steps the host may dispatch ahead of the device between sync steps (each holds its batch).
-RUN_AHEAD = 2
-
-
-class NonFiniteLossError(FloatingPointError):
-    pass
-
-
-class TrainConfigError(errors.InputError):
-    """A trainer setting that cannot work with this mesh (the message says what to change)."""
 
 
 def check_batch(batch_size: int, accum: int, mesh) -> None:
@@ -126,15 +110,17 @@ def check_dtype(dtype, param_dtype=None) -> None:
 
 def maybe_initialize_distributed(config) -> None:
     """`jax.distributed.initialize()` when the config or the environment asks for it."""
-    dist = config.get("distributed", None)
-    wanted = bool(dist and dist.get("enabled", False)) or "JAX_COORDINATOR_ADDRESS" in os.environ
-    if not wanted or jax.distributed.is_initialized():
+    dist = TrainerConfig.from_config(config).distributed
+    if not (dist.enabled or "JAX_COORDINATOR_ADDRESS" in os.environ):
+        return
+    if jax.distributed.is_initialized():
         return
     kwargs = {}
-    if dist:
+    if dist.enabled:  # a field left at its default is discovered by JAX
+        default = Distributed()
         for key in ("coordinator_address", "num_processes", "process_id"):
-            if dist.get(key, None) not in (None, ""):
-                kwargs[key] = dist[key]
+            if getattr(dist, key) != getattr(default, key):
+                kwargs[key] = getattr(dist, key)
     jax.distributed.initialize(**kwargs)
 
 
@@ -165,11 +151,6 @@ def make_train_step(task: Task, tx, schedule, mesh, accum_steps: int, params):
         return new_state, metrics
 
     return train_step
-
-
-def _rules(config):
-    rules = config.get("logical_rules", None)
-    return tuple(tuple(r) for r in rules) if rules else partitioning.DEFAULT_RULES
 
 
 def param_shapes(task):
@@ -279,12 +260,11 @@ def compile_task(
     mesh is made of (default `jax.devices()`; compile-only TPU devices for `pretrain.compile`)."""
     for model_config in task.model_configs():  # ELECTRA trains two networks
         check_dtype(model_config.dtype, model_config.param_dtype)
-    mesh = partitioning.make_mesh(
-        tuple(config.mesh_shape), devices, slices=int(config.get("slices", 1) or 1)
-    )
-    accum = int(config.get("grad_accum_steps", 1))
+    t = TrainerConfig.from_config(config)
+    mesh = partitioning.make_mesh(t.mesh_shape, devices, slices=t.slices)
+    accum = t.grad_accum_steps
     check_batch(int(task.global_batch_size), accum, mesh)
-    rules = _rules(config)
+    rules = t.logical_rules or partitioning.DEFAULT_RULES
     shapes = param_shapes(task)
     check_patterns(shapes, config.optim)  # a multiplier or frozen regex that matches nothing
     try:
@@ -295,7 +275,7 @@ def compile_task(
         raise TrainConfigError(f"optim: {e}") from e
     if extra_tx is not None:
         tx = optax.chain(tx, extra_tx)
-    init, shardings, abstract = create_state(task, tx, mesh, rules, int(config.seed))
+    init, shardings, abstract = create_state(task, tx, mesh, rules, t.seed)
     batch_shard = partitioning.batch_sharding(mesh)
     step_fn = jax.jit(
         make_train_step(task, tx, schedule, mesh, accum, abstract.params),
@@ -359,26 +339,6 @@ def _summarize(paths: list[str]) -> str:
     return ", ".join(tops) if tops else "none"
 
 
-class StopSignal:
-    """SIGTERM (preemption) asks for a clean stop: the trainer saves a checkpoint, the
-    learning-rate search keeps its finished trials. `restore()` puts the previous handler back."""
-
-    def __init__(self, what: str = "saving a checkpoint and stopping"):
-        self.requested, self.what, self.previous = False, what, None
-        try:
-            self.previous = signal.signal(signal.SIGTERM, self._handle)
-        except ValueError:  # not the main thread (e.g. inside some test runners)
-            pass
-
-    def _handle(self, signum, frame):
-        logging.warning("SIGTERM received: %s", self.what)
-        self.requested = True
-
-    def restore(self) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
-
-
 def train(config, workdir: str, task: Task) -> dict[str, float]:
     """Train (or resume) to `config.total_steps`; returns the last logged training metrics.
 
@@ -411,8 +371,9 @@ def start_over(workdir: str) -> None:
 
 def _train(config, workdir: str, task) -> dict[str, float]:
     is_main = jax.process_index() == 0
+    t = TrainerConfig.from_config(config)
     if is_main:
-        if config.get("start_over", False):
+        if t.start_over:
             start_over(workdir)
             print(f"start_over: removed the earlier run's outputs in {workdir}", flush=True)
         epath.Path(workdir).mkdir(parents=True, exist_ok=True)
@@ -420,12 +381,12 @@ def _train(config, workdir: str, task) -> dict[str, float]:
         paths.write_text(
             paths.join(workdir, "config.json"), config.to_json_best_effort(indent=2, sort_keys=True)
         )
-    if config.get("start_over", False) and jax.process_count() > 1:
+    if t.start_over and jax.process_count() > 1:
         from jax.experimental import multihost_utils
 
         multihost_utils.sync_global_devices("start_over")  # the others wait for the deletion
 
-    use_compilation_cache(config, workdir)
+    use_compilation_cache(t.compilation_cache_dir, workdir)
     run = compile_task(config, task)
     mesh, shardings = run.mesh, run.shardings
     batch_size = int(task.global_batch_size)
@@ -435,12 +396,12 @@ def _train(config, workdir: str, task) -> dict[str, float]:
         batches = DevicePrefetch(train_iter, lambda local: global_batch(local, mesh))
         ckpt = Checkpointer(
             paths.join(workdir, "checkpoints"),
-            keep=int(config.keep_checkpoints),
-            keep_every=config.get("keep_checkpoint_every", None) or None,
+            keep=t.keep_checkpoints,
+            keep_every=t.keep_checkpoint_every or None,
         )
         state, restored_step = ckpt.restore_latest(run.abstract, batches)
         if state is None:
-            state, start = run.initial_state(int(config.seed), announce=is_main), 0
+            state, start = run.initial_state(t.seed, announce=is_main), 0
         else:
             start = int(restored_step)
         if is_main:
@@ -451,65 +412,37 @@ def _train(config, workdir: str, task) -> dict[str, float]:
                 flush=True,
             )
 
-        total = int(config.total_steps)
-        eval_every = int(config.get("eval_every", 0) or 0)
+        total = t.total_steps
         writer = MetricWriter(workdir, enabled=is_main, resume_step=start)
         progress = Progress(
             start,
             total,
             enabled=is_main,
-            bar=config.get("progress_bar", True),
+            bar=t.progress_bar,
             keys=task.progress_keys,
         )
         best = _Best(workdir, task.best_metric)
         stop = StopSignal()
-        profile = Profile(config.get("profile_steps", ""), paths.join(workdir, "tensorboard"))
+        profile = Profile(t.profile_range(), paths.join(workdir, "tensorboard"))
         flops_per_step = task.flops_per_example() * batch_size
-        peak = float(config.get("peak_flops_per_device", 0.0)) * jax.device_count()
-        last: dict[str, float] = {}
-        # Metrics stay on device until a sync step (a log, checkpoint or eval step): the losses
-        # of every step since the last one (all checked to be finite) and the newest metrics.
-        losses: list[tuple[int, jax.Array]] = []
-        newest = None  # (step, device metrics)
-        interval_t, interval_steps = time.perf_counter(), 0
+        peak = t.peak_flops_per_device * jax.device_count()
 
-        def sync(step, log: bool):
-            """Blocks on `step`, stops at the first non-finite loss since the last sync (naming
-            its step), and at a log step writes the row: the metrics of `step` itself (as
-            before metrics stayed on device, and exactly reproduced by a resumed run), with
-            the interval's mean step time."""
-            nonlocal interval_t, interval_steps, last, newest
-            host_losses = jax.device_get([x for _, x in losses])
-            values = {k: float(v) for k, v in jax.device_get(newest[1]).items()}
-            for (bad_step, _), loss in zip(losses, host_losses, strict=True):
-                if not np.isfinite(loss):
-                    kept = ckpt.manager.latest_step()  # only what exists is claimed
-                    where = (
-                        f"The last good checkpoint (step {kept}) is kept in {workdir}/checkpoints"
-                        if kept is not None
-                        else "No checkpoint was written before it"
-                    )
-                    raise NonFiniteLossError(
-                        f"loss is {float(loss)} at step {bad_step}; stopping. {where} (lower the "
-                        "learning rate, or check the data: `python -m pretrain.inspect_data`, a "
-                        "fine-tuning file's labels)."
-                    )
-            losses.clear()
-            if log:
-                dt = (time.perf_counter() - interval_t) / interval_steps
-                values["step_time_s"] = dt
-                values["examples_per_s"] = batch_size / dt
-                values["tokens_per_s"] = values["examples_per_s"] * int(task.seq_length)
-                values["model_tflops_per_s"] = flops_per_step / dt / 1e12
-                values["train_flops"] = flops_per_step * step  # for equal-compute comparisons
-                if peak > 0:
-                    values["mfu"] = flops_per_step / dt / peak
-                writer.write(step, values)
-                interval_t, interval_steps = time.perf_counter(), 0
-            progress.update(step, values)
-            last = values
+        def log(step, values, step_time):
+            values["step_time_s"] = step_time
+            values["examples_per_s"] = batch_size / step_time
+            values["tokens_per_s"] = values["examples_per_s"] * int(task.seq_length)
+            values["model_tflops_per_s"] = flops_per_step / step_time / 1e12
+            values["train_flops"] = flops_per_step * step  # for equal-compute comparisons
+            if peak > 0:
+                values["mfu"] = flops_per_step / step_time / peak
+            writer.write(step, values)
+            return values
 
-        def evaluate_and_keep_best(step):
+        def save(step, state):
+            ckpt.save(step, state, batches, force=True)
+            crash_point("checkpoint", step)
+
+        def evaluate_and_keep_best(step, state):
             values = evaluate(state.params, step)
             crash_point("eval", step)
             writer.write(step, values, prefix="eval")
@@ -523,51 +456,47 @@ def _train(config, workdir: str, task) -> dict[str, float]:
                 crash_point("best", step)
                 best.commit(is_main)
 
-        def is_eval_step(step):
-            return bool(eval_every) and (step % eval_every == 0 or step == total)
+        def nonfinite(step, loss):
+            kept = ckpt.manager.latest_step()  # only what exists is claimed
+            where = (
+                f"The last good checkpoint (step {kept}) is kept in {workdir}/checkpoints"
+                if kept is not None
+                else "No checkpoint was written before it"
+            )
+            return (
+                f"loss is {loss} at step {step}; stopping. {where} (lower the learning rate, or "
+                "check the data: `python -m pretrain.inspect_data`, a fine-tuning file's labels)."
+            )
 
+        def after_step(step, state):
+            profile.after(step, state)
+            crash_point("step", step)
+
+        # A step's checkpoint is written before its evaluation: a run killed in between (or
+        # before best.json) resumes by evaluating the restored step again. Evaluation is
+        # deterministic, so its row, the best model and the final results come out the same.
+        hooks = loop.Hooks(
+            log=log,
+            log_every=t.log_every,
+            checkpoint=save,
+            checkpoint_every=t.checkpoint_every,
+            evaluate=evaluate_and_keep_best,
+            eval_every=t.eval_every,
+            preempted=lambda step: stop.requested or ckpt.reached_preemption(step),
+            nonfinite=nonfinite,
+            progress=progress.update,
+            before_step=profile.before,
+            after_step=after_step,
+        )
         try:
-            step = start
-            # A step's checkpoint is written before its evaluation: a run killed in between
-            # (or before best.json) resumes by evaluating the restored step again. Evaluation is
-            # deterministic, so its row, the best model and the final results come out the same.
-            if start and is_eval_step(start):
-                evaluate_and_keep_best(start)
-                interval_t = time.perf_counter()
-            log_every, checkpoint_every = int(config.log_every), int(config.checkpoint_every)
-            for step in range(start + 1, total + 1):
-                profile.before(step)
-                state, metrics = step_fn(state, next(batches))
-                profile.after(step, state)
-                crash_point("step", step)
-                losses.append((step, metrics["loss"]))
-                newest = (step, metrics)
-                interval_steps += 1
-                preempted = stop.requested or ckpt.reached_preemption(step)
-                save = step % checkpoint_every == 0 or step == total or preempted
-                log = step % log_every == 0 or step == total
-                if not save:  # the next batch's input work overlaps this step on the device
-                    batches.prefetch()
-                if not (save or log or is_eval_step(step)):
-                    if len(losses) > RUN_AHEAD:  # at most RUN_AHEAD + 1 steps in flight
-                        losses[-1 - RUN_AHEAD][1].block_until_ready()
-                    progress.update(step)
-                    continue
-                sync(step, log)  # never save a non-finite state
-                if save:
-                    ckpt.save(step, state, batches, force=True)
-                    crash_point("checkpoint", step)
-                if is_eval_step(step):
-                    evaluate_and_keep_best(step)
-                    interval_t, interval_steps = time.perf_counter(), 0  # without evaluation
-                if preempted:
-                    break
+            result = loop.run(step_fn, state, batches, start, total, hooks)
         finally:
             profile.stop()
             ckpt.wait()
             ckpt.close()
             progress.close()
             writer.close()
+        step, last = result.step, result.synced
 
         if best.enabled and step == total and best.step is not None:
             _final_evaluation(task, evaluate, best, shardings, workdir, is_main)
@@ -576,13 +505,12 @@ def _train(config, workdir: str, task) -> dict[str, float]:
     return last
 
 
-def use_compilation_cache(config, workdir: str) -> None:
+def use_compilation_cache(where: str, workdir: str) -> None:
     """JAX's persistent compilation cache, so a restarted or resumed run (a preempted pod slice)
     skips XLA's compile: `config.compilation_cache_dir` (a bucket path works too), by default
     WORKDIR/compilation_cache on GPU and TPU (a CPU run compiles in seconds: only where named);
     'none' turns it off. The first directory set in a process stays (JAX keeps one cache per
     process), as does one the user set (JAX_COMPILATION_CACHE_DIR)."""
-    where = str(config.get("compilation_cache_dir", "") or "")
     if where.lower() == "none" or jax.config.jax_compilation_cache_dir:
         return
     if not where and jax.default_backend() == "cpu":
@@ -593,23 +521,13 @@ def use_compilation_cache(config, workdir: str) -> None:
 
 
 class Profile:
-    """`jax.profiler` trace of the steps in `spec` ('START:END', steps START..END-1; '' off) into
+    """`jax.profiler` trace of steps START..END-1 (`TrainerConfig.profile_steps`; None: off) into
     `logdir` (WORKDIR/tensorboard: TensorBoard's profile plugin reads it beside the metrics).
     Process 0 traces; the trace stops after the device finished step END-1."""
 
-    def __init__(self, spec: str, logdir: str):
-        self.start = self.end = None
+    def __init__(self, steps: tuple[int, int] | None, logdir: str):
+        self.start, self.end = steps or (None, None)
         self.logdir, self.active = logdir, False
-        if spec:
-            try:
-                start, end = (int(x) for x in str(spec).split(":"))
-            except ValueError:
-                raise TrainConfigError(
-                    f"profile_steps {spec!r}: expected START:END, e.g. 10:15"
-                ) from None
-            if not 0 < start < end:
-                raise TrainConfigError(f"profile_steps {spec!r}: expected 0 < START < END")
-            self.start, self.end = start, end
 
     def before(self, step: int) -> None:
         if step == self.start and jax.process_index() == 0:

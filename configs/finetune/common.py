@@ -21,8 +21,9 @@ results.json and summary.json then say `"init": "none", "random_init": true`.
 import ml_collections
 from ml_collections import config_dict
 
+from albert_jax.tasks.finetune_config import FinetuneConfig
+from albert_jax.train.config import TrainerConfig
 from albert_jax.train.optim import default_optim_config
-from configs.pretrain.common import trainer_defaults
 
 
 def use_prepared(c, name: str, ext: str) -> None:
@@ -56,33 +57,16 @@ def use_new_task_defaults(c) -> None:
 
 
 def get_common(task_type: str) -> ml_collections.ConfigDict:
-    c = trainer_defaults()
-    # Ours, a transformers dir, a TF1 checkpoint or a pretraining workdir; 'none': random weights
-    # (the control: needs `tokenizer` and `model_from`, see above).
-    c.init = "runs/cpu_small/model"
-    c.model_from = ""  # init='none': the shape (checkpoint / workdir / config.json / preset)
-    c.unshare = ""  # '' keeps the checkpoint's layout; all | attention | ffn: per-layer copies
-    c.fresh_params = ""  # path regexes that start fresh even if the checkpoint has them
-    # '' = the checkpoint's tokenizer; else a tokenizer directory (spiece.model / vocab.txt), a
-    # checkpoint or a pretraining workdir whose tokenizer to use
-    c.tokenizer = ""
-    c.seeds = ""  # '0,1,2': one run per seed in WORKDIR/seed_S, then mean ± std
-    c.batch_size = 32
+    # The trainer's and fine-tuning's leaves, documented where their defaults live
+    # (albert_jax/train/config.py, albert_jax/tasks/finetune_config.py).
+    c = TrainerConfig.section()
+    c.update(FinetuneConfig.section())
     c.eval_batch_size = 64
-    c.num_epochs = 3.0
     c.total_steps = 0  # > 0 overrides num_epochs
-    c.min_steps = 0  # > 0: at least this many steps (more epochs on a small training set)
-    c.warmup_fraction = 0.1
     c.eval_every = 0  # 0: once per epoch
     c.checkpoint_every = 0  # 0: at every evaluation
     c.keep_checkpoints = 1
     c.log_every = 20
-    # XLA's persistent compilation cache: a directory or bucket path; '' = WORKDIR/compilation_cache
-    # on GPU / TPU (off on CPU); 'none' = off
-    c.compilation_cache_dir = ""
-    c.profile_steps = ""  # 'START:END': a jax.profiler trace of those steps in WORKDIR/tensorboard
-    c.max_train_examples = 0  # > 0: the first N training examples only
-    c.best_metric = ""  # '' = accuracy / pearson / f1 by task type
     # Model overrides (None keeps the checkpoint's value). Encoder and classifier dropout are
     # separate settings: v2 models fine-tune with encoder dropout 0, classifier dropout 0.1.
     c.model = ml_collections.ConfigDict(
@@ -106,14 +90,6 @@ def get_common(task_type: str) -> ml_collections.ConfigDict:
     c.optim.learning_rate = 2e-5  # use_new_task_defaults: on dev (tsv.py, ner.py, cloze.py)
     c.optim.end_lr = 0.0
     c.optim.power = 1.0
-    # The learning-rate search (albert_jax/tasks/lr_search.py), on when the rate is left to
-    # auto (use_new_task_defaults): `grid` '' = by model size, else e.g. '1e-5,3e-5,1e-4';
-    # `budget`: all trials together, in units of the full run's steps (0.5: the run costs 1.5x);
-    # `retries`: when every trial collapsed, run them again at twice the length, at most this
-    # many times (chosen on hsk: half an epoch left every rate at the prior, one epoch did not).
-    c.lr_search = ml_collections.ConfigDict(
-        {"enabled": False, "grid": "", "budget": 0.5, "retries": 2}
-    )
     c.task = ml_collections.ConfigDict(
         {
             "type": task_type,  # classification | regression | tagging

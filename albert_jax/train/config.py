@@ -1,0 +1,91 @@
+"""The trainer's settings: one typed section, its defaults in one place, checked where built.
+
+Every job's config (an ml_collections file: `configs/pretrain/common.py`,
+`configs/finetune/common.py`) starts from `TrainerConfig.section()`, so each leaf below exists
+and parses on the command line (`--config.log_every=10`); the trainer reads it back as a
+`TrainerConfig` (`from_config`), never with a default of its own. The optimizer has its section
+(`albert_jax.train.optim.default_optim_config`), the model its (`AlbertConfig`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import ml_collections
+
+from albert_jax import errors
+
+
+class TrainConfigError(errors.InputError):
+    """A trainer setting that cannot work (the message says what to change)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Distributed:
+    """`jax.distributed.initialize()`: also on when JAX_COORDINATOR_ADDRESS is set; on TPU pods
+    and SLURM clusters leave the fields empty and JAX discovers them."""
+
+    enabled: bool = False
+    coordinator_address: str = ""
+    num_processes: int = 0  # 0: discovered
+    process_id: int = -1  # -1: discovered
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerConfig:
+    seed: int = 0
+    total_steps: int = 125_000
+    grad_accum_steps: int = 1  # micro-batches per step (the global batch is split into them)
+    mesh_shape: tuple = (-1, 1, 1)  # ('data', 'fsdp', 'tensor'); -1 takes the remaining devices
+    logical_rules: tuple = ()  # () = albert_jax.train.partitioning.DEFAULT_RULES
+    slices: int = 1  # TPU slices (multi-slice): 'data' spans them over DCN, fsdp/tensor in one
+    # XLA's persistent compilation cache: a directory or bucket path; '' = WORKDIR/
+    # compilation_cache on GPU / TPU (off on CPU); 'none' = off
+    compilation_cache_dir: str = ""
+    profile_steps: str = ""  # 'START:END': a jax.profiler trace of them in WORKDIR/tensorboard
+    log_every: int = 100
+    checkpoint_every: int = 1000
+    keep_checkpoints: int = 3
+    keep_checkpoint_every: int = 0  # also keep every K-th step (0: off)
+    # Rerunning a command resumes from its newest readable checkpoint. True: delete the run's
+    # outputs (checkpoints, best, metrics, results) and train from step 0 instead.
+    start_over: bool = False
+    eval_every: int = 5000  # 0: never
+    peak_flops_per_device: float = 0.0  # for MFU, e.g. 275e12 (TPU v4 bf16), 989e12 (H100 bf16)
+    progress_bar: bool = True
+    distributed: Distributed = Distributed()
+
+    def __post_init__(self):
+        object.__setattr__(self, "mesh_shape", tuple(self.mesh_shape))
+        object.__setattr__(self, "logical_rules", tuple(tuple(r) for r in self.logical_rules))
+        self.profile_range()  # a bad spec fails here, before anything is built
+
+    def profile_range(self) -> tuple[int, int] | None:
+        """`profile_steps` as (START, END), or None when off."""
+        spec = self.profile_steps
+        if not spec:
+            return None
+        try:
+            start, end = (int(x) for x in str(spec).split(":"))
+        except ValueError:
+            raise TrainConfigError(
+                f"profile_steps {spec!r}: expected START:END, e.g. 10:15"
+            ) from None
+        if not 0 < start < end:
+            raise TrainConfigError(f"profile_steps {spec!r}: expected 0 < START < END")
+        return start, end
+
+    @classmethod
+    def section(cls) -> ml_collections.ConfigDict:
+        """The defaults as config leaves (what every job's config starts from)."""
+        d = dataclasses.asdict(cls())
+        return ml_collections.ConfigDict(d)
+
+    @classmethod
+    def from_config(cls, config: Any) -> TrainerConfig:
+        """The trainer's leaves of a job's config (its other sections are not read)."""
+        values = {f.name: config[f.name] for f in dataclasses.fields(cls) if f.name in config}
+        if "distributed" in values:
+            values["distributed"] = Distributed(**dict(values["distributed"]))
+        return cls(**values)
