@@ -1,4 +1,4 @@
-"""Named crash points for the fault-injection tests (tests/test_faults.py).
+"""Named crash points for the fault-injection tests (tests/integration/test_faults.py).
 
 `ALBERT_JAX_CRASH_AT=NAME` (or `NAME@STEP`) makes the process SIGKILL itself the first time it
 reaches that point: no cleanup, no flush, as a power cut or the OOM killer would. Unset (always,
