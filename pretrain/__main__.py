@@ -29,8 +29,10 @@ from ml_collections import config_flags
 from albert_jax import cli, paths
 from albert_jax.checkpoints.source import load_source
 from albert_jax.data import corpus
+from albert_jax.data.config import DataConfig
 from albert_jax.data.pair_check import pair_warning
 from albert_jax.data.pipeline import resolve_paths
+from albert_jax.tasks.pretrain_config import PretrainConfig
 from albert_jax.tasks.pretraining import (
     check_positions,
     clamp_warmup,
@@ -51,7 +53,7 @@ def start_from(config):
     """The checkpoint at `config.init`; `config.model` and `data.vocab_size` become its own, so
     that the workdir's config (and everything that reads it back) describes this model."""
     source = load_source(config.init)  # ours, transformers, Google TF1 or a pretraining workdir
-    if source.tokenizer is None and not config.data.get("tokenizer_model"):
+    if source.tokenizer is None and not DataConfig.from_config(config.data).tokenizer_model:
         raise corpus.CorpusError(
             f"{config.init} has no tokenizer: name one with --config.data.tokenizer_model=PATH"
         )
@@ -84,7 +86,8 @@ def main(argv):
     # Contradictory settings fail before any work (the corpus build takes minutes).
     cli.check_workdir(_WORKDIR.value)
     set_objective_data(config)
-    budget = config.get("train_flops", 0.0) > 0  # total_steps are only known after the build
+    pretrain = PretrainConfig.from_config(config)
+    budget = pretrain.train_flops > 0  # total_steps are only known after the build
     if not budget:
         clamp_warmup(
             config, "optim.warmup_steps" in config_flags.get_override_values(flags.FLAGS["config"])
@@ -95,7 +98,7 @@ def main(argv):
     warning = dtype_warning(config.model.get("dtype"))
     if warning and jax.process_index() == 0:
         print(warning, flush=True)
-    if not config.get("init"):  # else the model is the checkpoint's: checked once it is read
+    if not pretrain.init:  # else the model is the checkpoint's: checked once it is read
         check_positions(config)
     # One run per workdir (albert_jax/train/lock.py): two would build one corpus and mix
     # checkpoints. Held from here to the model written.
@@ -109,13 +112,14 @@ def main(argv):
 def _pretrain(config):
     if jax.process_index() == 0:  # library chatter (TFDS, orbax) to the log file, not the console
         log_to_file(_WORKDIR.value)
-    source = start_from(config) if config.get("init") else None
+    pretrain = PretrainConfig.from_config(config)
+    source = start_from(config) if pretrain.init else None
     if source is not None:
         check_positions(config)
     data = resolve_paths(config.data, _WORKDIR.value)
     if jax.process_index() == 0:
         tok = source.tokenizer if source is not None else None
-        summary = corpus.build(data, tokenizer=tok, source=config.get("init", ""))
+        summary = corpus.build(data, tokenizer=tok, source=pretrain.init)
         print(json.dumps({"data": summary}), flush=True)
     if jax.process_count() > 1:
         from jax.experimental import multihost_utils
@@ -123,11 +127,11 @@ def _pretrain(config):
         multihost_utils.sync_global_devices("corpus built")
     task = make_task(config, data, pretrained=source)
     task.check_eval_split()
-    warning = pair_warning(config, task.data) if jax.process_index() == 0 else None
+    warning = pair_warning(task.sentence_head, task.data) if jax.process_index() == 0 else None
     if warning:  # before the start line; train.log keeps it too
         print(warning, file=sys.stderr, flush=True)
         logging.info(warning)
-    if config.get("train_flops", 0.0) > 0:
+    if pretrain.train_flops > 0:
         steps_for_budget(config, task)
     train(config, _WORKDIR.value, task)
     if jax.process_index() == 0:

@@ -28,6 +28,7 @@ from albert_jax import cli, paths
 from albert_jax.data import masking
 from albert_jax.data.pair_check import pair_warning
 from albert_jax.data.pipeline import corpus_tokenizer, make_iterator, resolve_paths
+from albert_jax.tasks.pretrain_config import PretrainConfig
 from albert_jax.text.tokenization import MASK_ID, pretraining_ids
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (uses config.data).")
@@ -196,7 +197,8 @@ def main(argv):
         held, int(d.max_predictions), float(d.masked_lm_prob), pretraining_ids(tok)["mask"]
     )
     print(json.dumps(stats, indent=1), file=sys.stdout)
-    warning = pair_warning(_CONFIG.value, d, stats["label_rate"], stats["random_doc_rate"])
+    head = PretrainConfig.from_config(_CONFIG.value).sentence_head
+    warning = pair_warning(head, d, stats["label_rate"], stats["random_doc_rate"])
     if warning:
         print(warning, file=sys.stderr, flush=True)
 

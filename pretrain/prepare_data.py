@@ -26,6 +26,7 @@ from albert_jax import cli
 from albert_jax.data import corpus
 from albert_jax.data.pair_check import pair_warning
 from albert_jax.data.pipeline import resolve_paths
+from albert_jax.tasks.pretrain_config import PretrainConfig
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (uses config.data).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Base for relative paths (default: cwd).")
@@ -38,7 +39,7 @@ def main(argv):
         raise app.UsageError("--config is required")
     d = resolve_paths(_CONFIG.value.data, _WORKDIR.value)
     summary = corpus.build(d, _TRAIN_TOK.value)
-    warning = pair_warning(_CONFIG.value, d)
+    warning = pair_warning(PretrainConfig.from_config(_CONFIG.value).sentence_head, d)
     if warning:
         print(warning, file=sys.stderr, flush=True)
     print(json.dumps(summary))

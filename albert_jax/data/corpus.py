@@ -23,6 +23,7 @@ from etils import epath
 
 from albert_jax import paths
 from albert_jax.data import parallel
+from albert_jax.data.config import DataConfig
 from albert_jax.data.documents import (
     CorpusError,
     CorpusStats,
@@ -59,20 +60,21 @@ def resolve_paths(data_config, workdir: str | None = None):
     files a list of absolute patterns (relative to the current directory, as a shell would take
     them) and an empty ``corpus_name`` named from them (``corpus.auto_corpus_name``)."""
     cfg = data_config.copy_and_resolve_references()
+    given = DataConfig.from_config(cfg)
     with cfg.unlocked():
-        cfg.data_dir = paths.resolve(cfg.data_dir, workdir)
-        cfg.tokenizer_dir = paths.resolve(cfg.tokenizer_dir, cfg.data_dir)
+        cfg.data_dir = paths.resolve(given.data_dir, workdir)
+        cfg.tokenizer_dir = paths.resolve(given.tokenizer_dir, cfg.data_dir)
         files = []
-        for p in input_patterns(cfg.get("input_files", ())):
+        for p in input_patterns(given.input_files):
             fmt, path = split_format(p)
             files.append(f"{fmt}:{paths.resolve(path)}" if fmt else paths.resolve(path))
         if "input_files" in cfg:
             del cfg["input_files"]  # the field may hold a string (a command-line value)
         cfg.input_files = files
-        if not cfg.get("corpus_name"):
+        if not given.corpus_name:
             cfg.corpus_name = auto_corpus_name(cfg)
-        if cfg.get("tfds_data_dir"):
-            cfg.tfds_data_dir = paths.resolve(cfg.tfds_data_dir, cfg.data_dir)
+        if given.tfds_data_dir:
+            cfg.tfds_data_dir = paths.resolve(given.tfds_data_dir, cfg.data_dir)
     return cfg
 
 
@@ -81,11 +83,12 @@ def corpus_tokenizer(data_config, model_vocab_size: int | None = None):
     the symbols pretraining needs and against the configured vocab sizes. With
     ``data.hard_vocab_limit=False`` SentencePiece may have stopped below ``data.vocab_size``; the
     model then keeps ``vocab_size`` rows, the ones past the tokenizer's never used."""
-    where = data_config.tokenizer_dir
+    d = DataConfig.from_config(data_config)
+    where = d.tokenizer_dir
     tok = load_tokenizer(where, strict=False)
     pretraining_ids(tok)
-    want = int(data_config.vocab_size)
-    soft = not data_config.get("hard_vocab_limit", True)
+    want = int(d.vocab_size)
+    soft = not d.hard_vocab_limit
     if tok.vocab_size != want and not (soft and tok.vocab_size < want):
         raise DataConfigError(
             f"tokenizer at {where} has {tok.vocab_size} pieces but data.vocab_size={want}: "
@@ -199,27 +202,28 @@ def builder_classes():
 def corpus_name(data_config) -> str:
     """``data.corpus_name``, or when it is empty a name derived from the inputs (see
     ``auto_corpus_name``; ``resolve_paths`` fills it in)."""
-    return str(data_config.get("corpus_name", "") or auto_corpus_name(data_config))
+    return str(DataConfig.from_config(data_config).corpus_name or auto_corpus_name(data_config))
 
 
 def make_builder(data_config):
     """The TFDS builder for a ``data`` ConfigDict (see ``configs/pretrain/cpu_small.py``)."""
     config_cls, builder_cls = builder_classes()
+    d = DataConfig.from_config(data_config)
     cfg = config_cls(
         name=corpus_name(data_config),
-        input_files=tuple(input_patterns(data_config.input_files)),
-        input_format=data_config.input_format,
-        text_field=data_config.get("text_field", "text"),
-        tokenizer_dir=str(data_config.tokenizer_dir),
-        max_sentence_tokens=int(data_config.get("max_sentence_tokens", 512)),
-        on_invalid_utf8=data_config.get("on_invalid_utf8", "skip"),
-        tfds_name=data_config.get("tfds_name", ""),
-        tfds_split=data_config.get("tfds_split", "train"),
-        tfds_data_dir=data_config.get("tfds_data_dir", "") or None,
-        processes=int(data_config.get("prepare_processes", 0)),
-        parts_dir=paths.join(data_config.data_dir, "parts", corpus_name(data_config)),
+        input_files=tuple(input_patterns(d.input_files)),
+        input_format=d.input_format,
+        text_field=d.text_field,
+        tokenizer_dir=str(d.tokenizer_dir),
+        max_sentence_tokens=int(d.max_sentence_tokens),
+        on_invalid_utf8=d.on_invalid_utf8,
+        tfds_name=d.tfds_name,
+        tfds_split=d.tfds_split,
+        tfds_data_dir=d.tfds_data_dir or None,
+        processes=int(d.prepare_processes),
+        parts_dir=paths.join(d.data_dir, "parts", corpus_name(data_config)),
     )
-    return builder_cls(config=cfg, data_dir=str(data_config.data_dir), file_format="array_record")
+    return builder_cls(config=cfg, data_dir=str(d.data_dir), file_format="array_record")
 
 
 @contextlib.contextmanager
@@ -249,7 +253,7 @@ def prepare(data_config) -> CorpusStats | None:
     return builder.corpus_stats
 
 
-def _provenance(d) -> dict:
+def _provenance(d: DataConfig) -> dict:
     """What an automatically trained tokenizer was trained on and with (kept in its
     tokenizer.json so that a workdir reused with other inputs cannot silently keep it)."""
     return {
@@ -257,8 +261,8 @@ def _provenance(d) -> dict:
         "input_format": d.input_format,
         "vocab_size": int(d.vocab_size),
         "lower_case": bool(d.lower_case),
-        "mode": d.get("tokenizer_mode", "transformers"),
-        **({"type": d.tokenizer_type} if d.get("tokenizer_type", "unigram") != "unigram" else {}),
+        "mode": d.tokenizer_mode,
+        **({"type": d.tokenizer_type} if d.tokenizer_type != "unigram" else {}),
     }
 
 
@@ -267,7 +271,7 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
     ``data.tokenizer_model`` when that is set, else ``tokenizer`` (the one of the checkpoint at
     ``source`` that continued pretraining starts from), else one trained on the configured input.
     Returns True if it trained one. A tokenizer already there must be the one asked for."""
-    d = data_config
+    d = DataConfig.from_config(data_config)
     where = d.tokenizer_dir
     if paths.is_file(where):
         raise CorpusError(
@@ -283,8 +287,8 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
         f"delete {where} (and the corpus built with it), or use another --workdir or "
         "data.tokenizer_dir"
     )
-    if d.get("tokenizer_model") or tokenizer is not None:
-        given = d.get("tokenizer_model")
+    if d.tokenizer_model or tokenizer is not None:
+        given = d.tokenizer_model
         src = paths.resolve(given) if given else source
         if present:
             if meta.get("source") != src:
@@ -293,7 +297,7 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
                     f"data.tokenizer_model={src}: {fix}"
                 )
             return False
-        mode = d.get("tokenizer_mode", "transformers")
+        mode = d.tokenizer_mode
         tok = read_tokenizer(src, lower_case=bool(d.lower_case), mode=mode) if given else tokenizer
         save_tokenizer(tok, where, extra_meta={"source": src})
         return False
@@ -308,11 +312,11 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
     docs = read_documents(
         input_patterns(d.input_files),
         d.input_format,
-        text_field=d.get("text_field", "text"),
-        on_invalid_utf8=d.get("on_invalid_utf8", "skip"),
-        tfds_name=d.get("tfds_name", ""),
-        tfds_split=d.get("tfds_split", "train"),
-        tfds_data_dir=d.get("tfds_data_dir", "") or None,
+        text_field=d.text_field,
+        on_invalid_utf8=d.on_invalid_utf8,
+        tfds_name=d.tfds_name,
+        tfds_split=d.tfds_split,
+        tfds_data_dir=d.tfds_data_dir or None,
     )
     train_sentencepiece(
         (s for doc in docs for s in doc),
@@ -320,9 +324,9 @@ def ensure_tokenizer(data_config, tokenizer=None, source: str = "") -> bool:
         vocab_size=int(d.vocab_size),
         character_coverage=float(d.character_coverage),
         lower_case=bool(d.lower_case),
-        mode=d.get("tokenizer_mode", "transformers"),
-        model_type=d.get("tokenizer_type", "unigram"),
-        hard_vocab_limit=bool(d.get("hard_vocab_limit", True)),
+        mode=d.tokenizer_mode,
+        model_type=d.tokenizer_type,
+        hard_vocab_limit=bool(d.hard_vocab_limit),
         extra_meta={"trained_on": _provenance(d)},  # where it came from, checked on reuse
     )
     return True

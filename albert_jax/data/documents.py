@@ -43,6 +43,7 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
+from albert_jax.data.config import DataConfig
 from albert_jax.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -154,23 +155,23 @@ def _glob(pattern: str) -> list[str]:
 def auto_corpus_name(data_config) -> str:
     """A corpus name from the inputs: the first input's stem and a hash of everything that
     decides the corpus's content, so that other inputs or settings never reuse a built corpus."""
-    d = data_config
-    patterns = input_patterns(d.get("input_files", ()))
+    d = DataConfig.from_config(data_config)
+    patterns = input_patterns(d.input_files)
     keys = [
         patterns,
-        d.get("input_format", "text"),
-        d.get("text_field", "text"),
-        d.get("tfds_name", ""),
-        d.get("tfds_split", "train"),
-        int(d.get("max_sentence_tokens", 512)),
-        d.get("tokenizer_model", ""),
-        int(d.get("vocab_size", 0)),
-        bool(d.get("lower_case", True)),
-        d.get("tokenizer_mode", "transformers"),
+        d.input_format,
+        d.text_field,
+        d.tfds_name,
+        d.tfds_split,
+        int(d.max_sentence_tokens),
+        d.tokenizer_model,
+        int(d.vocab_size),
+        bool(d.lower_case),
+        d.tokenizer_mode,
     ]
-    if d.get("tokenizer_type", "unigram") != "unigram":  # keeps the names of existing corpora
+    if d.tokenizer_type != "unigram":  # keeps the names of existing corpora
         keys.append(d.tokenizer_type)
-    first = d.get("tfds_name", "") or (split_format(patterns[0])[1] if patterns else "corpus")
+    first = d.tfds_name or (split_format(patterns[0])[1] if patterns else "corpus")
     stem = re.sub(r"[^a-z0-9]+", "_", os.path.basename(first.rstrip("/*")).split(".")[0].lower())
     digest = hashlib.sha1(json.dumps(keys).encode()).hexdigest()[:8]
     return f"{stem.strip('_') or 'corpus'}_{digest}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from albert_jax.data import corpus
+from albert_jax.data.config import DataConfig
 
 FIX = "--config.data.single_segment=split"
 RATE_LIMIT = 0.9  # label-1 or random-document share of pairs above this: degenerate
@@ -29,24 +30,20 @@ def sentence_counts(data_config, n: int = SAMPLE_DOCUMENTS) -> list[int]:
     return [len(source[i]["sentence_lengths"]) for i in range(count)]
 
 
-def _sentence_task(config) -> bool:
-    """Whether the run trains a sentence head on the pairs (as `make_task` decides)."""
-    objective = config.get("objective", "mlm+sop")
-    if objective == "electra":
-        return bool((config.get("electra", None) or {}).get("sentence_head", False))
-    return objective != "mlm"
-
-
 def pair_warning(
-    config, data_config, label_rate: float | None = None, random_doc_rate: float | None = None
+    sentence_head: bool,
+    data_config,
+    label_rate: float | None = None,
+    random_doc_rate: float | None = None,
 ) -> str | None:
     """One line naming the fix when the pairs of `data_config` (built, paths resolved) are
-    degenerate, else None. `config`: the run's (its objective; None: assume a sentence task).
-    The built corpus's sampled sentence counts are always checked; `label_rate` and
-    `random_doc_rate` (of generated pairs, as `pretrain.inspect_data` measures) when given."""
-    if config is not None and not _sentence_task(config):
+    degenerate, else None. `sentence_head`: whether the run trains a sentence head on the pairs
+    (`PretrainConfig.sentence_head` of `albert_jax.tasks.pretrain_config`; without one the pairs
+    do not matter). The built corpus's sampled sentence counts are always checked; `label_rate`
+    and `random_doc_rate` (of generated pairs, as `pretrain.inspect_data` measures) when given."""
+    if not sentence_head:
         return None
-    if data_config.get("single_segment", "random_doc") == "split":
+    if DataConfig.from_config(data_config).single_segment == "split":
         return None  # one-sentence chunks are already cut in two
     reasons = []
     if label_rate is not None and label_rate > RATE_LIMIT:

@@ -39,6 +39,7 @@ import grain
 import numpy as np
 
 from albert_jax.data import corpus, masking, pairs
+from albert_jax.data.config import DataConfig
 from albert_jax.data.corpus import DataConfigError, corpus_tokenizer, resolve_paths  # re-exported
 from albert_jax.text.tokenization import CLS_ID, MASK_ID, PAD_ID, SEP_ID, pretraining_ids
 
@@ -57,7 +58,7 @@ TRAIN_FIELDS = (
 
 def check_config(data_config, process_count: int = 1) -> int:
     """Validates the data config; returns the per-process batch size."""
-    d = data_config
+    d = DataConfig.from_config(data_config)
     gb = int(d.global_batch_size)
     if process_count < 1:
         raise DataConfigError(f"process_count must be >= 1, got {process_count}")
@@ -75,7 +76,7 @@ def check_config(data_config, process_count: int = 1) -> int:
         raise DataConfigError(f"short_seq_prob must be in [0, 1], got {d.short_seq_prob}")
     if d.mode not in pairs.MODES:
         raise DataConfigError(f"mode must be one of {pairs.MODES}, got {d.mode!r}")
-    if d.get("single_segment", "random_doc") not in pairs.SINGLE_SEGMENT:
+    if d.single_segment not in pairs.SINGLE_SEGMENT:
         raise DataConfigError(f"single_segment must be one of {pairs.SINGLE_SEGMENT}")
     return gb // process_count
 
@@ -112,7 +113,8 @@ class ExampleSpec:
     pad_id: int = PAD_ID
 
     @classmethod
-    def from_config(cls, d, tokenizer=None) -> ExampleSpec:
+    def from_config(cls, data_config, tokenizer=None) -> ExampleSpec:
+        d = DataConfig.from_config(data_config)
         ids = pretraining_ids(tokenizer) if tokenizer is not None else {}
         return cls(
             **{f"{k}_id": v for k, v in ids.items()},
@@ -123,10 +125,10 @@ class ExampleSpec:
             ngram=int(d.ngram),
             favor_shorter_ngram=bool(d.favor_shorter_ngram),
             mode=str(d.mode),
-            single_segment=str(d.get("single_segment", "random_doc")),
+            single_segment=str(d.single_segment),
             vocab_size=int(tokenizer.vocab_size if tokenizer is not None else d.vocab_size),
             seed=int(d.seed),
-            debug=bool(d.get("debug", False)),
+            debug=bool(d.debug),
         )
 
 
@@ -366,29 +368,29 @@ def make_dataset(
     ``data_config`` paths must be resolved (``resolve_paths``). ``source`` overrides the corpus
     (any random-access sequence of document records). ``num_epochs=None`` repeats forever.
     """
-    d = data_config
-    per_process = check_config(d, process_count)
-    tok = corpus_tokenizer(d, model_vocab_size) if check_tokenizer else None
+    d = DataConfig.from_config(data_config)
+    per_process = check_config(data_config, process_count)
+    tok = corpus_tokenizer(data_config, model_vocab_size) if check_tokenizer else None
     if source is None:
-        source = corpus.open_source(d, split)
+        source = corpus.open_source(data_config, split)
     num_docs = len(source)
     if num_docs == 0:
-        name = corpus.corpus_name(d)
+        name = corpus.corpus_name(data_config)
         raise DataConfigError(f"split {split!r} of the {name!r} corpus ({d.data_dir}) is empty")
     lo, hi = shard_bounds(num_docs, process_index, process_count)
-    spec = ExampleSpec.from_config(d, tok)
-    docs = DocumentExamples(source, spec, lo, hi, process_index, int(d.get("docs_per_element", 8)))
+    spec = ExampleSpec.from_config(data_config, tok)
+    docs = DocumentExamples(source, spec, lo, hi, process_index, int(d.docs_per_element))
     ds = grain.MapDataset.range(docs.num_blocks).repeat(num_epochs)
     ds = ds.map_with_index(docs)
     # The per-document work is GIL-bound NumPy: it is parallelized by worker processes
     # (`worker_count`, each with its own buffer), not by grain threads, and the trainer puts the
     # next batch on device while the step before runs (`albert_jax.train.prefetch`).
     ds = ds.to_iter_dataset(grain.ReadOptions(num_threads=0, prefetch_buffer_size=0))
-    workers = int(d.get("worker_count", 0) if worker_count is None else worker_count)
+    workers = int(d.worker_count if worker_count is None else worker_count)
     if workers > 0:
         ds = ds.mp_prefetch(
             grain.MultiprocessingOptions(
-                num_workers=workers, per_worker_buffer_size=int(d.get("worker_buffer_size", 4))
+                num_workers=workers, per_worker_buffer_size=int(d.worker_buffer_size)
             ),
             worker_init_fn=_exit_with_parent,
         )
@@ -398,7 +400,7 @@ def make_dataset(
             ds, grain.experimental.DatasetOptions(min_shm_size=1 << 22)
         )
     ds = grain.experimental.FlatMapIterDataset(ds, _Flatten())
-    window = int(d.get("shuffle_window", 0))
+    window = int(d.shuffle_window)
     if window > 1:
         # Own window shuffle: grain's draws one index_shuffle call per element (~0.1 ms).
         ds = _WindowShuffle(ds, window, int(d.seed) * 1009 + process_index)

@@ -20,15 +20,16 @@ from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.source import load_workdir, workdir_steps
 from albert_jax.data import corpus, pairs
+from albert_jax.data.config import DataConfig
 from albert_jax.data.pipeline import DataConfigError, make_iterator
 from albert_jax.errors import InputError
 from albert_jax.model import electra, presets, sharing
 from albert_jax.model.albert import AlbertForPreTraining
 from albert_jax.model.flops import train_flops_per_sequence
 from albert_jax.model.losses import mlm_denominator, pretraining_loss
+from albert_jax.tasks.pretrain_config import OBJECTIVES, PretrainConfig
 from albert_jax.train.task import Task
 
-OBJECTIVES = ("mlm+sop", "mlm+nsp", "mlm", "electra")
 # Batch fields the evaluation's majority baselines are computed from.
 BASELINE_KEYS = ("masked_lm_ids", "masked_lm_weights", "sentence_order_label")
 
@@ -41,23 +42,24 @@ def objective_of(config) -> str:
     """The run's objective, checked against the data section (the sentence pairs it builds):
     'mlm+nsp' takes data.mode 'nsp' (`set_objective_data`), and data.mode='nsp' under 'mlm+sop'
     is a contradiction, not silently SOP."""
-    objective = config.get("objective", "mlm+sop")
+    pretrain = PretrainConfig.from_config(config)
+    objective = pretrain.objective
     if objective not in OBJECTIVES:
         raise ObjectiveError(f"objective {objective!r}: expected one of {list(OBJECTIVES)}")
-    mode = config.data.get("mode", "sop") if "data" in config else "sop"
+    mode = DataConfig.from_config(config.data if "data" in config else {}).mode
     if objective == "mlm+sop" and mode != "sop":
         raise ObjectiveError(
             f"objective 'mlm+sop' but data.mode is {mode!r}: for next-sentence prediction use "
             f"--config.objective=mlm+{mode}"
         )
-    if config.get("cross_eval", False) and objective == "mlm":
+    if pretrain.cross_eval and objective == "mlm":
         raise ObjectiveError("cross_eval scores the sentence head: objective 'mlm' has none")
     return objective
 
 
 def set_objective_data(config) -> None:
     """data.mode = 'nsp' for the 'mlm+nsp' objective (in place: the run's config.json says it)."""
-    if objective_of(config) == "mlm+nsp" and config.data.get("mode", "sop") != "nsp":
+    if objective_of(config) == "mlm+nsp" and DataConfig.from_config(config.data).mode != "nsp":
         config.data.mode = "nsp"
 
 
@@ -103,7 +105,7 @@ class PretrainingTask(Task):
         loads its parameters unless the run resumes from its own checkpoint."""
         self.config = config
         self.objective = objective_of(config)
-        if self.objective == "mlm+nsp" and data_config.get("mode", "sop") != "nsp":
+        if self.objective == "mlm+nsp" and DataConfig.from_config(data_config).mode != "nsp":
             data_config = data_config.copy_and_resolve_references()
             with data_config.unlocked():
                 data_config.mode = "nsp"
@@ -118,6 +120,10 @@ class PretrainingTask(Task):
         self.progress_keys = ("loss", "mlm_accuracy", *sentence, "learning_rate")
         self.global_batch_size = int(data_config.global_batch_size)
         self.seq_length = int(data_config.max_seq_length)
+
+    def _mode(self) -> str:
+        """The sentence task of the data section's pairs ('sop' / 'nsp')."""
+        return DataConfig.from_config(self.data).mode
 
     def pretrained_params(self):
         from flax import traverse_util
@@ -184,7 +190,7 @@ class PretrainingTask(Task):
         """The same held-out batches at every evaluation (in-process: no worker start-up); with
         `mode` ('sop' / 'nsp'), the pairs are built for that sentence task instead."""
         data = self.data
-        if mode is not None and mode != data.get("mode", "sop"):
+        if mode is not None and mode != self._mode():
             data = data.copy_and_resolve_references()
             with data.unlocked():
                 data.mode = mode
@@ -195,7 +201,7 @@ class PretrainingTask(Task):
     def check_eval_split(self) -> None:
         """An eval split that fills no batch, refused before training (not `eval_every` steps
         in, at the first evaluation)."""
-        if int(self.config.get("eval_every", 0)) > 0:
+        if int(self.config.eval_every) > 0:
             where = (jax.process_index(), jax.process_count())
             if next(self.eval_iterator(*where), None) is None:
                 raise self._small_eval_split()
@@ -220,13 +226,13 @@ class PretrainingTask(Task):
         (`BASELINE_KEYS`). `config.eval_batches` batches, or as many full ones as one pass over
         the split gives: the same batches at every evaluation."""
         del split
-        own = self.data.get("mode", "sop")
-        modes = pairs.MODES if self.config.get("cross_eval", False) else (own,)
+        own = self._mode()
+        modes = pairs.MODES if PretrainConfig.from_config(self.config).cross_eval else (own,)
         return {m: self._predict_mode(run, m) for m in (own, *(m for m in modes if m != own))}
 
     def _predict_mode(self, run, mode) -> list[tuple[dict, dict]]:
         where = (jax.process_index(), jax.process_count())
-        own = mode == self.data.get("mode", "sop")
+        own = mode == self._mode()
         it = self.eval_iterator(*where) if own else self.eval_iterator(*where, mode)
         batches = []
         for batch in itertools.islice(it, int(self.config.eval_batches)):
@@ -247,7 +253,7 @@ class PretrainingTask(Task):
         with the reference's random-document B for one-segment chunks, SOP pairs are not
         50/50)."""
         del split
-        own = self.data.get("mode", "sop")
+        own = self._mode()
         metrics = self._score_mode(predictions[own])
         if len(predictions) > 1:
             for mode in pairs.MODES:
@@ -336,20 +342,21 @@ class ElectraTask(PretrainingTask):
 
     def __init__(self, config, data_config, model_config=None, pretrained=None):
         super().__init__(config, data_config, model_config, pretrained)
-        e = config.get("electra", None) or {}
-        if float(config.optim.get("layerwise_decay", 1.0)) != 1.0:
+        pretrain = PretrainConfig.from_config(config)
+        e = pretrain.electra
+        if float(config.optim.layerwise_decay) != 1.0:
             raise ObjectiveError(
                 "optim.layerwise_decay is a fine-tuning setting (one encoder's depth); ELECTRA "
                 "pretraining has two encoders: leave it at 1 (fine-tune the discriminator with it)"
             )
-        self.weight = float(e.get("disc_weight", electra.DEFAULT_WEIGHT))
-        self.sentence_head = bool(e.get("sentence_head", False))
+        self.weight = float(e.disc_weight)
+        self.sentence_head = bool(e.sentence_head)
         try:
             self.generator_config = electra.generator_config(
                 self.model_config,
-                float(e.get("generator_fraction", 0.25)),
-                str(e.get("generator_layout", "all")),
-                int(e.get("generator_layers", 0)),
+                float(e.generator_fraction),
+                str(e.generator_layout),
+                int(e.generator_layers),
             )
         except ValueError as err:
             raise ObjectiveError(f"config.electra: {err}") from err
@@ -358,7 +365,7 @@ class ElectraTask(PretrainingTask):
         )
         sentence = ("sop_accuracy",) if self.sentence_head else ()
         self.progress_keys = ("loss", "mlm_accuracy", "disc_accuracy", *sentence, "learning_rate")
-        if config.get("cross_eval", False) and not self.sentence_head:
+        if pretrain.cross_eval and not self.sentence_head:
             raise ObjectiveError(
                 "cross_eval needs the sentence head: --config.electra.sentence_head=True"
             )
