@@ -93,9 +93,9 @@ def make_task(config, batches, clock=None):
 
 
 def make_config(steps: int, log_every: int, batch: int):
-    from configs.pretrain.common import trainer_defaults
+    from configs.pretrain.common import pretrain_defaults
 
-    c = trainer_defaults()
+    c = pretrain_defaults()
     c.data = ml_collections.ConfigDict(
         dict(global_batch_size=batch, max_seq_length=SEQ, max_predictions=PREDS)
     )

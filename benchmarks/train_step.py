@@ -76,9 +76,9 @@ def matmul_peak(rows: int, hidden: int, inner: int, dtype: str, reps: int = 10) 
 
 
 def run_config(args, objective: str) -> ml_collections.ConfigDict:
-    from configs.pretrain.common import trainer_defaults
+    from configs.pretrain.common import pretrain_defaults
 
-    c = trainer_defaults()
+    c = pretrain_defaults()
     c.objective = objective
     c.data = ml_collections.ConfigDict(
         dict(global_batch_size=args.batch, max_seq_length=args.seq, max_predictions=args.preds)

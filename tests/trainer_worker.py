@@ -112,9 +112,9 @@ def make_task(config, sleep_from=None, inf_at=None, delay_from=None, model=None)
 
 def make_config(**overrides) -> ml_collections.ConfigDict:
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-    from configs.pretrain.common import trainer_defaults
+    from configs.pretrain.common import pretrain_defaults
 
-    c = trainer_defaults()
+    c = pretrain_defaults()
     c.data = ml_collections.ConfigDict(
         dict(global_batch_size=BATCH, max_seq_length=SEQ, max_predictions=PREDS)
     )

@@ -94,7 +94,9 @@ class FinetuneData:
                 f.init, f.unshare or "", tokenizer=f.tokenizer or "", model_from=f.model_from or ""
             )
         self.fresh_params = regex_list(f.fresh_params)
-        overrides = {k: v for k, v in config.model.items() if v is not None}
+        # model overrides (a config built in Python may have no model section: none)
+        model = config.model if "model" in config else {}
+        overrides = {k: v for k, v in model.items() if v is not None}
         self.classifier_dropout = float(overrides.pop("classifier_dropout", 0.1))
         self.model_config = self.source.config.replace(**overrides)
         self.tokenizer = self._tokenizer(f)

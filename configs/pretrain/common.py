@@ -1,4 +1,4 @@
-"""Pieces every pretraining config shares: trainer defaults and the data section.
+"""Pieces every pretraining config shares: the trainer, pretraining and data sections.
 
 Not a config itself; `cpu_small.py`, `base.py`, `gpu_single.py` and `tpu_pod.py` build on it.
 """
@@ -12,6 +12,7 @@ import ml_collections
 from albert_jax.data.config import DataConfig
 from albert_jax.model.config import AlbertConfig
 from albert_jax.tasks.pretrain_config import PretrainConfig
+from albert_jax.train.config import TrainerConfig
 from albert_jax.train.optim import default_optim_config
 
 
@@ -45,33 +46,11 @@ def model_section(preset: str, **fields) -> ml_collections.ConfigDict:
     )
 
 
-def trainer_defaults() -> ml_collections.ConfigDict:
-    c = ml_collections.ConfigDict()
-    c.seed = 0
-    c.total_steps = 125_000
-    c.grad_accum_steps = 1  # micro-batches per step (the global batch is split into them)
-    c.mesh_shape = (-1, 1, 1)  # ('data', 'fsdp', 'tensor'); -1 takes the remaining devices
-    c.logical_rules = ()  # () = albert_jax.train.partitioning.DEFAULT_RULES
-    c.slices = 1  # TPU slices (multi-slice): 'data' spans them over DCN, fsdp/tensor stay in one
-    # XLA's persistent compilation cache: a directory or bucket path; '' = WORKDIR/compilation_cache
-    # on GPU / TPU (off on CPU); 'none' = off
-    c.compilation_cache_dir = ""
-    c.profile_steps = ""  # 'START:END': a jax.profiler trace of those steps in WORKDIR/tensorboard
+def pretrain_defaults() -> ml_collections.ConfigDict:
+    """The trainer's section (`albert_jax.train.config.TrainerConfig`), the optimizer's, and
+    pretraining's own leaves (`albert_jax.tasks.pretrain_config.PretrainConfig`), where the leaves
+    and defaults are documented."""
+    c = TrainerConfig.section()
     c.optim = default_optim_config()
-    c.log_every = 100
-    c.checkpoint_every = 1000
-    c.keep_checkpoints = 3
-    c.keep_checkpoint_every = 0  # also keep every K-th step (0: off)
-    # Rerunning a command resumes from its newest readable checkpoint. True: delete the run's
-    # outputs (checkpoints, best, metrics, results) and train from step 0 instead.
-    c.start_over = False
-    c.eval_every = 5000
-    c.peak_flops_per_device = 0.0  # for MFU, e.g. 275e12 (TPU v4 bf16), 989e12 (H100 bf16)
-    c.progress_bar = True
-    # jax.distributed.initialize(): also on when JAX_COORDINATOR_ADDRESS is set; on TPU pods and
-    # SLURM clusters leave the fields empty and JAX discovers them.
-    c.distributed = ml_collections.ConfigDict(
-        {"enabled": False, "coordinator_address": "", "num_processes": 0, "process_id": -1}
-    )
-    c.update(PretrainConfig.section())  # pretraining's own (albert_jax/tasks/pretrain_config.py)
+    c.update(PretrainConfig.section())
     return c

@@ -21,12 +21,12 @@ compile at depth) or ``--config.model.remat=save_dots``.
 
 import ml_collections
 
-from configs.pretrain.common import get_data_config, model_section, trainer_defaults
+from configs.pretrain.common import get_data_config, model_section, pretrain_defaults
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     del arg
-    config = trainer_defaults()
+    config = pretrain_defaults()
     config.data = get_data_config()
     # A small ALBERT (E=128, H=128, 2 heads, L=4 applications of one shared block) on
     # sequences of 64 tokens: ~0.35 s a step of 32 sequences on two CPU cores, ~6 minutes in all.

@@ -18,7 +18,7 @@ base on a v5e-16, data parallel, 16 micro-batches of 16 sequences a chip (5.9 Gi
 
 import ml_collections
 
-from configs.pretrain.common import get_data_config, model_section, trainer_defaults
+from configs.pretrain.common import get_data_config, model_section, pretrain_defaults
 
 PRESETS = ("albert-base", "albert-large", "albert-xlarge", "albert-xxlarge")
 
@@ -26,7 +26,7 @@ PRESETS = ("albert-base", "albert-large", "albert-xlarge", "albert-xxlarge")
 def get_config(arg: str = "albert-base") -> ml_collections.ConfigDict:
     if arg not in PRESETS:
         raise ValueError(f"paper.py:{arg}: expected one of {PRESETS}")
-    c = trainer_defaults()  # LAMB 0.00176, 125k steps, warmup 3125, clip 1.0
+    c = pretrain_defaults()  # LAMB 0.00176, 125k steps, warmup 3125, clip 1.0
     c.data = get_data_config()
     c.data.corpus_name = "pretraining_corpus"
     c.data.input_format = "text"
