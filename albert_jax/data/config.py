@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import ml_collections
+from albert_jax.sections import Section
 
 
 @dataclasses.dataclass(frozen=True)
-class DataConfig:
+class DataConfig(Section):
     # Corpus: raw input -> tokenized TFDS ArrayRecord under data_dir/<builder>/<corpus_name>.
     # input_files: comma-separated files, directories (every file under them) and globs (or a
     # list of them: `corpus.resolve_paths` makes it one); the config files name People's Daily.
@@ -62,15 +62,3 @@ class DataConfig:
     worker_buffer_size: int = 4
     docs_per_element: int = 8  # documents per grain element (amortises per-element overhead)
     debug: bool = False  # add diagnostic fields (spans, chunk info) to each example
-
-    @classmethod
-    def section(cls) -> ml_collections.ConfigDict:
-        """The defaults as config leaves (what every pretraining config's `data` starts from)."""
-        return ml_collections.ConfigDict(dataclasses.asdict(cls()))
-
-    @classmethod
-    def from_config(cls, data_config: Any) -> DataConfig:
-        """A job's `data` section (a ConfigDict or a dict; leaves it lacks take the defaults
-        above, leaves of its own are not read)."""
-        fields = dataclasses.fields(cls)
-        return cls(**{f.name: data_config[f.name] for f in fields if f.name in data_config})

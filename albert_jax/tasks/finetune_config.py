@@ -12,9 +12,8 @@ import dataclasses
 import math
 from typing import Any
 
-import ml_collections
-
 from albert_jax.errors import InputError
+from albert_jax.sections import Section
 
 
 class FinetuneError(InputError):
@@ -22,7 +21,7 @@ class FinetuneError(InputError):
 
 
 @dataclasses.dataclass(frozen=True)
-class LrSearch:
+class LrSearch(Section):
     """The learning-rate search (`albert_jax.tasks.lr_search`), on when the rate is left to
     auto (`optim.learning_rate` None)."""
 
@@ -42,7 +41,7 @@ class LrSearch:
 
 
 @dataclasses.dataclass(frozen=True)
-class FinetuneConfig:
+class FinetuneConfig(Section):
     # Ours, a transformers dir, a TF1 checkpoint or a pretraining workdir; 'none': random weights
     # (the control: needs `tokenizer` and `model_from`, see configs/finetune/common.py)
     init: str = "runs/cpu_small/model"
@@ -72,16 +71,3 @@ class FinetuneConfig:
         epochs = self.num_epochs
         if not total_steps and not (math.isfinite(epochs) and epochs > 0):
             raise FinetuneError(f"num_epochs must be > 0 (or total_steps set), got {epochs!r}")
-
-    @classmethod
-    def section(cls) -> ml_collections.ConfigDict:
-        """The defaults as config leaves (what every fine-tuning config starts from)."""
-        return ml_collections.ConfigDict(dataclasses.asdict(cls()))
-
-    @classmethod
-    def from_config(cls, config: Any) -> FinetuneConfig:
-        """Fine-tuning's leaves of a job's config (its other sections are not read)."""
-        values = {f.name: config[f.name] for f in dataclasses.fields(cls) if f.name in config}
-        if "lr_search" in values:
-            values["lr_search"] = LrSearch(**dict(values["lr_search"]))
-        return cls(**values)

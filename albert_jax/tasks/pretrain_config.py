@@ -11,17 +11,15 @@ than this section are `albert_jax.tasks.pretraining.objective_of` and its tasks.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
-
-import ml_collections
 
 from albert_jax.model.electra import DEFAULT_WEIGHT
+from albert_jax.sections import Section
 
 OBJECTIVES = ("mlm+sop", "mlm+nsp", "mlm", "electra")
 
 
 @dataclasses.dataclass(frozen=True)
-class Electra:
+class Electra(Section):
     """`objective='electra'`: the generator (`albert_jax.model.electra.generator_config`) and
     the loss."""
 
@@ -33,7 +31,7 @@ class Electra:
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainConfig:
+class PretrainConfig(Section):
     init: str = ""  # continued pretraining: start from this checkpoint (see pretrain/__main__.py)
     # mlm+sop | mlm+nsp (with data.mode='nsp') | mlm | electra (albert_jax/tasks/pretraining.py)
     objective: str = "mlm+sop"
@@ -50,19 +48,3 @@ class PretrainConfig:
         if self.objective == "electra":
             return bool(self.electra.sentence_head)
         return self.objective != "mlm"
-
-    @classmethod
-    def section(cls) -> ml_collections.ConfigDict:
-        """The defaults as config leaves (what every pretraining config starts from)."""
-        return ml_collections.ConfigDict(dataclasses.asdict(cls()))
-
-    @classmethod
-    def from_config(cls, config: Any) -> PretrainConfig:
-        """Pretraining's leaves of a job's config (leaves it lacks take the defaults above; its
-        other sections are not read)."""
-        values = {f.name: config[f.name] for f in dataclasses.fields(cls) if f.name in config}
-        if "electra" in values:
-            given = values["electra"] or {}
-            fields = [f.name for f in dataclasses.fields(Electra) if f.name in given]
-            values["electra"] = Electra(**{name: given[name] for name in fields})
-        return cls(**values)

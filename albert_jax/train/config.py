@@ -10,11 +10,9 @@ and parses on the command line (`--config.log_every=10`); the trainer reads it b
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
-
-import ml_collections
 
 from albert_jax import errors
+from albert_jax.sections import Section
 
 
 class TrainConfigError(errors.InputError):
@@ -22,7 +20,7 @@ class TrainConfigError(errors.InputError):
 
 
 @dataclasses.dataclass(frozen=True)
-class Distributed:
+class Distributed(Section):
     """`jax.distributed.initialize()`: also on when JAX_COORDINATOR_ADDRESS is set; on TPU pods
     and SLURM clusters leave the fields empty and JAX discovers them."""
 
@@ -33,7 +31,7 @@ class Distributed:
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainerConfig:
+class TrainerConfig(Section):
     seed: int = 0
     total_steps: int = 125_000
     grad_accum_steps: int = 1  # micro-batches per step (the global batch is split into them)
@@ -75,17 +73,3 @@ class TrainerConfig:
         if not 0 < start < end:
             raise TrainConfigError(f"profile_steps {spec!r}: expected 0 < START < END")
         return start, end
-
-    @classmethod
-    def section(cls) -> ml_collections.ConfigDict:
-        """The defaults as config leaves (what every job's config starts from)."""
-        d = dataclasses.asdict(cls())
-        return ml_collections.ConfigDict(d)
-
-    @classmethod
-    def from_config(cls, config: Any) -> TrainerConfig:
-        """The trainer's leaves of a job's config (its other sections are not read)."""
-        values = {f.name: config[f.name] for f in dataclasses.fields(cls) if f.name in config}
-        if "distributed" in values:
-            values["distributed"] = Distributed(**dict(values["distributed"]))
-        return cls(**values)
