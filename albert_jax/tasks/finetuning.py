@@ -329,10 +329,11 @@ class FinetuneTask(Task):
         if jax.process_index() != 0:
             return
         drift = sharing.layer_drift({"encoder": encoder}, src, self.model_config)
-        # the run's epoch length (`run.resolve_schedule`: batches of the training rows)
-        n_train = len(self.data.features["train"]["input_ids"])
-        per_epoch = max(1, math.ceil(n_train / self.global_batch_size))
-        row = {"step": int(step), "epoch": step / per_epoch}
+        # the run's epoch length (`run.resolve_schedule`: batches of the training rows; none
+        # for a task built without its training split)
+        train = self.data.features.get("train")
+        per_epoch = train and max(1, math.ceil(len(train["input_ids"]) / self.global_batch_size))
+        row = {"step": int(step), "epoch": step / per_epoch if per_epoch else None}
         for block, d in drift.items():
             row[f"{block}_distance"] = [float(x) for x in d["distance"]]
             row[f"{block}_similarity"] = float(d["similarity"])
