@@ -7,6 +7,9 @@ SRC: an albert_jax checkpoint, a transformers ALBERT directory, a Google TF1 che
 --unshare included. OUT: written atomically; nothing is written if any check fails. An existing
 OUT is replaced only if it is empty or holds a conversion's output (its .albert_jax_convert.json
 lists every file), or with --overwrite; never SRC itself, a directory inside SRC or one holding SRC.
+
+In Python: `convert(src, out, ...)`, this command's body: SRC read by
+`albert_jax.train.workdir.load_source`, written by `albert_jax.checkpoints.source.write_converted`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,26 @@ import argparse
 import sys
 
 from albert_jax import cli
-from albert_jax.checkpoints.source import convert
+from albert_jax.checkpoints.source import check_out, write_converted
+from albert_jax.train.workdir import load_source
+
+
+def convert(
+    src: str,
+    out: str,
+    *,
+    to: str = "albert_jax",
+    unshare: bool = False,
+    config_path: str | None = None,
+    overwrite: bool = False,
+) -> list[str]:
+    """Reads SRC, optionally unshares it, writes OUT (our format or 'hf'); returns report lines.
+    OUT is replaced only if it is empty or convert wrote it (`check_out`), or with `overwrite`:
+    checked before SRC is read, and again before OUT is replaced."""
+
+    check_out(src, out, overwrite, to=to)
+    source = load_source(src, config_path)
+    return write_converted(source, src, out, to=to, unshare=unshare, overwrite=overwrite)
 
 
 def main(argv=None) -> int:

@@ -27,7 +27,6 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from albert_jax import cli, paths
-from albert_jax.checkpoints.source import load_source
 from albert_jax.data import corpus
 from albert_jax.data.config import DataConfig
 from albert_jax.data.pair_check import pair_warning
@@ -44,6 +43,7 @@ from albert_jax.train import lock
 from albert_jax.train.metrics import log_to_file
 from albert_jax.train.optim import check_optim_config
 from albert_jax.train.trainer import check_dtype, dtype_warning, maybe_initialize_distributed, train
+from albert_jax.train.workdir import load_source
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file.", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory: data, checkpoints, metrics.")

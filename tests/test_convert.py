@@ -18,8 +18,9 @@ from albert_jax import AlbertForPreTraining
 from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.common import layout_from_layer_groups
 from albert_jax.checkpoints.hf import hf_layer_groups, hf_tensors
-from albert_jax.checkpoints.source import ConversionError, convert, load_source
+from albert_jax.checkpoints.source import ConversionError, load_source
 from albert_jax.checkpoints.tf_checkpoint import TFCheckpoint, crc32c
+from albert_jax.convert import convert
 from albert_jax.convert import main as cli
 
 # fixture directory -> reference outputs (tf_relu has no projection, so its own reference)

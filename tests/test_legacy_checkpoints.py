@@ -15,9 +15,10 @@ import orbax.checkpoint as ocp
 from flax import traverse_util
 from trainer_worker import make_config, make_task
 
-from albert_jax.checkpoints import checkpoint, source
+from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.train_state import Checkpointer
 from albert_jax.model.heads import build_model
+from albert_jax.train import workdir
 from albert_jax.train.trainer import compile_task, train
 
 LEGACY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "legacy")
@@ -64,7 +65,7 @@ def test_a_legacy_model_checkpoint_loads_on_todays_tree():
 
 
 def test_a_legacy_workdir_converts_on_todays_tree():
-    src = source.load_workdir(os.path.join(LEGACY, "workdir"))
+    src = workdir.load_workdir(os.path.join(LEGACY, "workdir"))
     old = raw(os.path.join(LEGACY, "workdir", "checkpoints", "2", "state"))
     assert isinstance(flat(old["params"])[FFN], list)  # written per layer
     assert src.step == 2
@@ -74,7 +75,7 @@ def test_a_legacy_workdir_converts_on_todays_tree():
 def test_a_legacy_unrolled_train_state_resumes_scanned(tmp_path):
     """The legacy state (2 unrolled steps) restores onto today's tree, optimizer moments
     included, and 2 more steps, scanned, end where 4 unrolled steps straight end."""
-    config_model = source.read_config(os.path.join(LEGACY, "workdir"))
+    config_model = workdir.read_config(os.path.join(LEGACY, "workdir"))
     old = raw(os.path.join(LEGACY, "workdir", "checkpoints", "2", "state"))
     work, straight = tmp_path / "resumed", tmp_path / "straight"
     shutil.copytree(os.path.join(LEGACY, "workdir", "checkpoints"), work / "checkpoints")

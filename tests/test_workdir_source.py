@@ -20,11 +20,11 @@ import pytest
 from support.pretraining import MODEL, assert_bitwise_equal
 
 from albert_jax.checkpoints import checkpoint
-from albert_jax.checkpoints.source import ConversionError, load_source
 from albert_jax.convert import main as cli
 from albert_jax.model import presets, sharing
 from albert_jax.model.heads import param_shapes
 from albert_jax.text.tokenization import load_tokenizer
+from albert_jax.train.workdir import ConversionError, load_source
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")

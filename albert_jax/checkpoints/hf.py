@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from albert_jax import paths
 from albert_jax.checkpoints.common import (
     check_and_build,
     flatten,
@@ -126,6 +127,9 @@ def hf_layer_groups(num_layers: int, num_groups: int) -> list[int]:
 
 
 def is_hf_dir(path: str) -> bool:
+    """A local directory with a transformers ALBERT config.json (never a bucket URI)."""
+    if paths.is_uri(path):
+        return False
     cfg = os.path.join(path, "config.json")
     if not os.path.isfile(cfg):
         return False

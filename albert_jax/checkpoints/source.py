@@ -1,59 +1,49 @@
 """Checkpoint conversion: Hugging Face and Google TF1 ALBERT -> ours, ours -> Hugging Face.
 
-`load_source(src)` detects what SRC is (our checkpoint, a transformers directory, a Google TF1
-checkpoint, a pretraining workdir or one of its steps) and returns its config, parameters,
-tokenizer and head; `convert(src, out, ...)` writes it as our checkpoint or as a transformers
-directory, atomically, after every check has passed. Conversions are exact: a source that cannot
-be represented raises ConversionError (naming the tensors or settings at fault) instead of being
-approximated; no parameter is ever initialized (one documented exception: the pooler that
-transformers' token classifier lacks, see `hf`).
+`load_source(src)` detects what SRC is (our checkpoint, a transformers directory or a Google TF1
+checkpoint: `FORMATS`) and returns its config, parameters, tokenizer and head as a `Source`;
+`write_converted(source, src, out, ...)` writes a Source as our checkpoint or as a transformers
+directory, atomically, after every check has passed (`check_out`: what OUT may be). Conversions
+are exact: a source that cannot be represented raises ConversionError (naming the tensors or
+settings at fault) instead of being approximated; no parameter is ever initialized (one documented
+exception: the pooler that transformers' token classifier lacks, see `hf`).
 
-A pretraining workdir (`python -m pretrain --workdir W`) holds train-state checkpoints
-`W/checkpoints/<step>/{state,data}` and the run's config `W/config.json`; `load_workdir` reads
-only the parameters of the newest readable step (or the one named by `W/checkpoints/<step>`),
-on this process alone, and takes the model config and the corpus tokenizer from the run config.
+A pretraining workdir, the trainer's own output, is read one layer up: `albert_jax.train.workdir`
+adds it to `FORMATS` and holds the readers of any starting point (`load_source`, `read_config`,
+`read_tokenizer`); `python -m albert_jax.convert` (`albert_jax.convert.convert`) is the
+conversion of any of them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 import jax
-import ml_collections
 import numpy as np
-import orbax.checkpoint as ocp
 from etils import epath
 
 from albert_jax import paths
-from albert_jax.checkpoints import checkpoint, hf, legacy, tf
-from albert_jax.checkpoints.checkpoint import short_error
-from albert_jax.checkpoints.common import expected_shapes
+from albert_jax.checkpoints import checkpoint, hf, tf
 from albert_jax.checkpoints.errors import ConversionError
-from albert_jax.data.pipeline import DataConfigError, corpus_tokenizer, resolve_paths
-from albert_jax.model import presets, sharing
+from albert_jax.model import sharing
 from albert_jax.model.config import AlbertConfig
-from albert_jax.text import tokenization
 from albert_jax.text.tokenization import TokenizerError, find_tokenizer
-from albert_jax.text.wordpiece import VOCAB_FILE
 
 __all__ = [
+    "FORMATS",
     "ConversionError",
     "Source",
-    "convert",
+    "check_out",
+    "describe",
     "detect",
-    "is_workdir",
+    "load_format",
     "load_source",
-    "load_workdir",
-    "read_config",
-    "read_tokenizer",
-    "workdir_steps",
+    "write_converted",
 ]
-
-CHECKPOINTS_DIR, STATE_ITEM = "checkpoints", "state"  # the trainer's train-state layout
 
 
 @dataclasses.dataclass
@@ -68,269 +58,117 @@ class Source:
     step: int | None = None  # workdir sources: the training step the parameters are from
 
 
-def detect(src: str) -> str:
-    """'albert_jax', 'hf', 'workdir' or 'tf' for SRC, or a ConversionError saying what was
-    looked for."""
+# The formats read here, in the order they are tried: (name, is it PATH?, what it looks like).
+# Each check is a cheap look at the files of PATH, resolved (`detect`); the reading itself takes
+# SRC as given (its location and messages name it so). `albert_jax.train.workdir.FORMATS` inserts
+# the pretraining workdir before "tf".
+Format = tuple[str, Callable[[str], bool], str]
+FORMATS: tuple[Format, ...] = (
+    (
+        "albert_jax",
+        checkpoint.is_checkpoint,
+        "an albert_jax checkpoint (checkpoint.json + params/)",
+    ),
+    (
+        "hf",
+        hf.is_hf_dir,
+        "a transformers ALBERT directory (config.json with model_type 'albert' + "
+        "model.safetensors or pytorch_model.bin)",
+    ),
+    (
+        "tf",
+        tf.is_tf_checkpoint,
+        "a Google TF1 checkpoint (albert_config.json + model.ckpt-N.index/.data-*)",
+    ),
+)
+
+
+def detect(src: str, formats: tuple[Format, ...] = FORMATS, *, path: str | None = None) -> str:
+    """The name of the first of `formats` that SRC is, or a ConversionError saying what was
+    looked for. The checks look at PATH, SRC resolved (`paths.resolve`: done here unless the
+    caller has done it); SRC must exist as given."""
 
     if not epath.Path(src).exists() and not epath.Path(src + ".index").exists():
         raise ConversionError(f"{src}: no such file or directory")
-    is_dir = epath.Path(src).is_dir()
-    if is_dir and checkpoint.is_checkpoint(src):
-        return "albert_jax"
-    if is_dir and not paths.is_uri(src) and hf.is_hf_dir(src):
-        return "hf"
-    if _split_step(src) is not None or is_workdir(src):
-        return "workdir"
-    if tf.is_tf_checkpoint(src):
-        return "tf"
+    path = paths.resolve(src) if path is None else path
+    for name, is_format, _ in formats:
+        if is_format(path):
+            return name
+    expected = [what for _, _, what in formats]
     raise ConversionError(
-        f"{src}: unknown format. Expected an albert_jax checkpoint (checkpoint.json + params/), "
-        "a transformers ALBERT directory (config.json with model_type 'albert' + "
-        "model.safetensors or pytorch_model.bin), a pretraining workdir (config.json with a "
-        "model section + checkpoints/) or one of its steps (WORKDIR/checkpoints/N), "
-        "or a Google TF1 checkpoint (albert_config.json + model.ckpt-N.index/.data-*)"
+        f"{src}: unknown format. Expected {', '.join(expected[:-1])}, or {expected[-1]}"
     )
 
 
 def load_source(src: str, config_path: str | None = None) -> Source:
+    """Config, parameters, tokenizer and head of SRC, one of `FORMATS` (detected); `config_path`:
+    a TF1 checkpoint's albert_config.json when it is not next to the checkpoint."""
 
     src = os.fspath(src)
-    fmt = detect(src)
+    return load_format(detect(src), src, config_path)
+
+
+def load_format(fmt: str, src: str, config_path: str | None = None) -> Source:
+    """SRC read as `fmt` ('albert_jax', 'hf' or 'tf', as `detect` named it). Our checkpoints hold
+    their tokenizer and head; a transformers or TF1 source takes the tokenizer found beside it
+    (`_with_tokenizer`)."""
+
     if fmt == "albert_jax":
-        try:
-            config, params = checkpoint.load(src)
-            head = checkpoint.load_head(src)
-            tokenizer = checkpoint.model_tokenizer(src)
-        except (checkpoint.CheckpointError, TokenizerError) as e:
-            raise ConversionError(str(e)) from e
-        return Source(config, params, tokenizer, fmt, src, head=head)
-    if fmt == "workdir":
-        split = _split_step(src)
-        return load_workdir(*split) if split else load_workdir(src)
-    head = None
+        return _load_ours(src)
     if fmt == "hf":
-        config, params, notes, head = hf.load_hf(src)
-        try:
-            head = checkpoint.normalize_head(head, where=os.path.join(src, "config.json"))
-        except checkpoint.CheckpointError as e:
-            raise ConversionError(str(e)) from e
-        location, tok_dir = src, src
+        source, tok_dir = _load_hf(src), src
     else:
-        config, params, notes, location = tf.load_tf(src, config_path)
-        tok_dir = os.path.dirname(location) or "."
+        source = _load_tf(src, config_path)
+        tok_dir = os.path.dirname(source.location) or "."
+    return _with_tokenizer(source, tok_dir)
+
+
+def _load_ours(src: str) -> Source:
+    try:
+        config, params = checkpoint.load(src)
+        head = checkpoint.load_head(src)
+        tokenizer = checkpoint.model_tokenizer(src)
+    except (checkpoint.CheckpointError, TokenizerError) as e:
+        raise ConversionError(str(e)) from e
+    return Source(config, params, tokenizer, "albert_jax", src, head=head)
+
+
+def _load_hf(src: str) -> Source:
+    config, params, notes, head = hf.load_hf(src)
+    try:
+        head = checkpoint.normalize_head(head, where=os.path.join(src, "config.json"))
+    except checkpoint.CheckpointError as e:
+        raise ConversionError(str(e)) from e
+    return Source(config, params, None, "hf", src, notes, head=head)
+
+
+def _load_tf(src: str, config_path: str | None) -> Source:
+    config, params, notes, prefix = tf.load_tf(src, config_path)
+    return Source(config, params, None, "tf", prefix, notes)
+
+
+def _with_tokenizer(source: Source, tok_dir: str) -> Source:
+    """SOURCE with the tokenizer found in TOK_DIR (or none), checked against its vocabulary."""
     try:
         tokenizer = find_tokenizer(tok_dir)
     except TokenizerError as e:
         raise ConversionError(str(e)) from e
     if tokenizer is not None:
-        if tokenizer.vocab_size != config.vocab_size:
+        if tokenizer.vocab_size != source.config.vocab_size:
             raise ConversionError(
                 f"{tok_dir}: tokenizer has {tokenizer.vocab_size} entries but the model's "
-                f"vocab_size is {config.vocab_size}"
+                f"vocab_size is {source.config.vocab_size}"
             )
         if hasattr(tokenizer, "check_special_ids"):
             try:
                 tokenizer.check_special_ids()
             except TokenizerError:
-                notes.append(
+                source.notes.append(
                     f"SentencePiece special ids {tokenizer.special_ids()} differ from ALBERT's "
                     "conventions: the tokenizer is kept, but pretraining code assumes them"
                 )
-    return Source(config, params, tokenizer, fmt, location, notes, head=head)
-
-
-def read_config(src: str) -> AlbertConfig:
-    """The model config (shape and layout) of SRC: a preset name (`albert_jax.model.presets`), a
-    config.json of ours, or anything `load_source` reads. Our checkpoints and pretraining workdirs
-    keep the config apart and are read without their weights; a transformers or TF1 source is read
-    whole (its group layout is worked out from the weights' names)."""
-
-    src = os.fspath(src)
-    if src in presets.NAMES:
-        return presets.get(src)
-    if src.endswith(".json") and epath.Path(src).is_file():
-        try:
-            return AlbertConfig.from_json(epath.Path(src).read_text())
-        except (ValueError, TypeError) as e:
-            raise ConversionError(f"{src}: not an albert_jax model config.json ({e})") from e
-    fmt = detect(src)
-    if fmt == "albert_jax":
-        try:
-            return checkpoint.load_config(src)
-        except checkpoint.CheckpointError as e:
-            raise ConversionError(str(e)) from e
-    if fmt == "workdir" and _split_step(src) is None:
-        try:
-            return presets.from_run_config(_read_run_config(paths.resolve(src)))
-        except (ValueError, KeyError, TypeError) as e:
-            raise ConversionError(f"{src}/config.json: bad model section: {e}") from e
-    return load_source(src).config
-
-
-def read_tokenizer(src: str):
-    """The tokenizer at SRC: a tokenizer directory (spiece.model or vocab.txt with its
-    tokenizer.json: our checkpoints' `tokenizer/`, a pretraining run's `data/tokenizer`), our
-    checkpoint, a pretraining workdir (its corpus tokenizer) or a transformers / Google directory.
-    None when SRC holds none."""
-
-    src = os.fspath(src)
-    if not epath.Path(src).is_dir():
-        raise ConversionError(f"{src}: no such directory")
-    if any(epath.Path(src, f).exists() for f in (tokenization.MODEL_FILE, VOCAB_FILE)):
-        return tokenization.load_tokenizer(src)
-    if checkpoint.is_checkpoint(src):
-        try:
-            return checkpoint.model_tokenizer(src)
-        except checkpoint.CheckpointError as e:
-            raise ConversionError(str(e)) from e
-    if is_workdir(src):
-        run = _read_run_config(src)
-        if "data" not in run:
-            return None
-        where = resolve_paths(run.data, paths.resolve(src)).tokenizer_dir
-        return read_tokenizer(where) if epath.Path(where).is_dir() else None
-    return tokenization.find_tokenizer(src)
-
-
-# --- pretraining workdirs ------------------------------------------------------------------------
-def _read_run_config(workdir: str):
-    """The run's config (W/config.json) as a ConfigDict, or None if W has no run config."""
-    try:
-        d = json.loads(epath.Path(workdir, "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not (isinstance(d, dict) and isinstance(d.get("model"), dict) and "preset" in d["model"]):
-        return None
-
-    return ml_collections.ConfigDict(d)
-
-
-def is_workdir(path: str) -> bool:
-    """A pretraining workdir: config.json with a `model` section (preset + overrides). Its
-    checkpoints/ directory may be missing or empty: load_workdir then says so."""
-    return epath.Path(path).is_dir() and _read_run_config(path) is not None
-
-
-def _split_step(path: str) -> tuple[str, int] | None:
-    """(workdir, step) for a path W/checkpoints/<step> of a workdir W, else None."""
-    path = epath.Path(paths.resolve(path))
-    parent, name = path.parent, path.name
-    if not (name.isdigit() and parent.name == CHECKPOINTS_DIR):
-        return None
-    workdir = os.fspath(parent.parent)
-    return (workdir, int(name)) if is_workdir(workdir) else None
-
-
-def workdir_steps(workdir: str) -> list[int]:
-    """The finished train-state steps of a workdir, oldest first (orbax writes each step into
-    a temporary directory and renames it to the bare step number when complete)."""
-    d = epath.Path(workdir, CHECKPOINTS_DIR)
-    if not d.is_dir():
-        return []
-    return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit() and p.is_dir())
-
-
-BACKBONE = ("embeddings", "encoder", "pooler")  # what an ELECTRA run's model keeps
-
-
-def _restore_params(
-    state_dir: str, config: AlbertConfig, keep: tuple[str, ...] | None = None
-) -> dict[str, Any]:
-    """The `params` subtree of a trainer's TrainState checkpoint as host NumPy arrays (only the
-    top-level entries `keep`, if given). A partial restore reads the parameters only (not the
-    optimizer moments, twice their size), needs no device layout (a run on a pod converts on a
-    laptop) and involves this process alone."""
-
-    me = jax.process_index()
-    solo = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
-    handler = ocp.PyTreeCheckpointHandler(multiprocessing_options=solo)
-    try:
-        stored = handler.metadata(epath.Path(state_dir)).tree
-        if not (isinstance(stored, dict) and isinstance(stored.get("params"), dict)):
-            raise ConversionError(f"{state_dir}: no params in this train state")
-        if keep is not None:
-            stored = {"params": {k: v for k, v in stored["params"].items() if k in keep}}
-        # A state written up to 54ec26f may hold per-layer lists or leaves without their G = 1
-        # axis: read as written, then converted (`legacy`).
-        shapes = jax.tree_util.tree_map(
-            lambda m: (len(m), *m[0].shape) if _is_layer_list(m) else tuple(m.shape),
-            stored["params"],
-            is_leaf=_is_layer_list,
-        )
-        want = expected_shapes(config)
-        shapes = legacy.canonical_tree(shapes, want, legacy.canonical_shape)
-        checkpoint.check_tree(config, shapes, f"{state_dir} (against the run's config.json)")
-        as_numpy = jax.tree_util.tree_map(
-            lambda _: ocp.RestoreArgs(restore_type=np.ndarray), stored["params"]
-        )
-        args = ocp.args.PyTreeRestore(
-            item={"params": stored["params"]},
-            restore_args={"params": as_numpy},
-            partial_restore=True,
-        )
-        params = handler.restore(epath.Path(state_dir), args=args)["params"]
-        return legacy.canonical_tree(params, want)
-    except checkpoint.CheckpointError as e:
-        raise ConversionError(str(e)) from e
-    finally:
-        handler.close()
-
-
-def _is_layer_list(x) -> bool:
-    return isinstance(x, list | tuple) and bool(x) and hasattr(x[0], "shape")
-
-
-def load_workdir(workdir: str, step: int | None = None) -> Source:
-    """Config, parameters and corpus tokenizer of a pretraining workdir: from `step`, or from the
-    newest readable step (an unreadable one is skipped with a warning, as the trainer does)."""
-
-    workdir = paths.resolve(workdir)
-    run = _read_run_config(workdir)
-    if run is None:
-        raise ConversionError(f"{workdir}: not a pretraining workdir (config.json with a model)")
-    try:
-        config = presets.from_run_config(run)
-    except (ValueError, KeyError, TypeError) as e:
-        raise ConversionError(f"{workdir}/config.json: bad model section: {e}") from e
-    steps = workdir_steps(workdir)
-    if not steps:
-        raise ConversionError(
-            f"{workdir}: a pretraining workdir without checkpoints (no finished step under "
-            f"{paths.join(workdir, CHECKPOINTS_DIR)}): nothing to convert yet"
-        )
-    notes, failures = [], []
-    if step is not None and step not in steps:
-        raise ConversionError(f"{workdir}: no finished checkpoint of step {step} (have {steps})")
-    keep = None
-    if run.get("objective", "mlm+sop") == "electra":  # the discriminator is the model
-        keep = BACKBONE
-        notes.append("ELECTRA run: the discriminator backbone (generator and RTD head left out)")
-    for s in [step] if step is not None else reversed(steps):
-        state_dir = paths.join(workdir, CHECKPOINTS_DIR, str(s), STATE_ITEM)
-        try:
-            params = _restore_params(state_dir, config, keep)
-        except ConversionError:  # parameters that do not fit the config: the same at every step
-            raise
-        except Exception as e:  # noqa: BLE001 - orbax/tensorstore errors of a damaged step
-            why = short_error(e)  # one line, not TensorStore's whole spec
-            if step is not None:
-                raise ConversionError(f"{state_dir}: cannot read the parameters ({why})") from e
-            logging.warning("checkpoint step %d is unreadable (%s); trying the previous", s, why)
-            failures.append(f"step {s}: {why}")
-            continue
-        break
-    else:
-        raise ConversionError(f"{workdir}: no readable checkpoint:\n  " + "\n  ".join(failures))
-    if failures:
-        notes += [f"skipped unreadable {f}" for f in failures]
-    tokenizer = None
-    try:  # the corpus tokenizer, as the run resolved it (data_dir relative to the workdir)
-        data = resolve_paths(run.data, workdir)
-        tokenizer = corpus_tokenizer(data, model_vocab_size=config.vocab_size)
-    except (AttributeError, KeyError, OSError, TokenizerError, DataConfigError) as e:
-        notes.append(f"the corpus tokenizer is not usable ({type(e).__name__}: {e}): none kept")
-    location = paths.join(workdir, CHECKPOINTS_DIR, str(s))
-    return Source(config, params, tokenizer, "workdir", location, notes, step=s)
+    source.tokenizer = tokenizer
+    return source
 
 
 def describe(config: AlbertConfig) -> str:
@@ -343,22 +181,25 @@ def describe(config: AlbertConfig) -> str:
     )
 
 
-def convert(
+OUT_FORMATS = ("albert_jax", "hf")
+
+
+def write_converted(
+    source: Source,
     src: str,
     out: str,
     *,
     to: str = "albert_jax",
     unshare: bool = False,
-    config_path: str | None = None,
     overwrite: bool = False,
 ) -> list[str]:
-    """Reads SRC, optionally unshares it, writes OUT (our format or 'hf'); returns report lines.
-    OUT is replaced only if it is empty or convert wrote it (`check_out`), or with `overwrite`."""
+    """Writes SOURCE (read from SRC), optionally unshared, as OUT (our format or 'hf'); returns
+    report lines. OUT is replaced only if `check_out` allows it, checked once the replacement is
+    written, just before it takes OUT's place (`albert_jax.convert.convert` also checks first,
+    before SRC is read)."""
 
-    if to not in ("albert_jax", "hf"):
+    if to not in OUT_FORMATS:
         raise ConversionError(f"unknown output format {to!r} (albert_jax or hf)")
-    check_out(src, out, overwrite)
-    source = load_source(src, config_path)
     n = sum(int(np.size(x)) for x in jax.tree_util.tree_leaves(source.params))
     report = [f"read {source.format} checkpoint {source.location}: {n:,} parameters"]
     report.append(f"  config: {describe(source.config)}")
@@ -403,11 +244,14 @@ def convert(
 MARKER = ".albert_jax_convert.json"  # in every OUT convert writes: {"files": [...], "source"}
 
 
-def check_out(src: str, out: str, overwrite: bool = False) -> None:
-    """A ConversionError unless OUT may be replaced by a conversion of SRC: never SRC itself, a
-    path inside it or one that holds it (whatever `overwrite` says); an existing file or a
-    directory holding anything but what convert wrote there (MARKER's list) only with
-    `overwrite`: it may be the user's own files, or a pretraining workdir."""
+def check_out(src: str, out: str, overwrite: bool = False, *, to: str = "albert_jax") -> None:
+    """A ConversionError unless OUT may be replaced by a conversion of SRC into format TO (one of
+    OUT_FORMATS): never SRC itself, a path inside it or one that holds it (whatever `overwrite`
+    says); an existing file or a directory holding anything but what convert wrote there
+    (MARKER's list) only with `overwrite`: it may be the user's own files, or a pretraining
+    workdir."""
+    if to not in OUT_FORMATS:
+        raise ConversionError(f"unknown output format {to!r} (albert_jax or hf)")
     s, o = (p if paths.is_uri(p) else os.path.realpath(p) for p in map(paths.resolve, (src, out)))
     if s == o or o.startswith(s.rstrip("/") + "/") or s.startswith(o.rstrip("/") + "/"):
         where = "is" if s == o else "is inside" if len(o) > len(s) else "contains"

@@ -33,7 +33,6 @@ from etils import epath
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
-from albert_jax.checkpoints.source import read_tokenizer
 from albert_jax.model import sharing
 from albert_jax.model.flops import forward_flops_per_sequence
 from albert_jax.model.heads import build_model
@@ -46,6 +45,7 @@ from albert_jax.train.faults import crash_point
 from albert_jax.train.optim import check_optim_config, regex_list
 from albert_jax.train.task import Task
 from albert_jax.train.trainer import to_host
+from albert_jax.train.workdir import read_tokenizer
 
 # Task type -> its module (the interface above), imported when a run names it: the modules
 # import this one for `FinetuneTask`.

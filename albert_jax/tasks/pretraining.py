@@ -18,7 +18,6 @@ import numpy as np
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
-from albert_jax.checkpoints.source import load_workdir, workdir_steps
 from albert_jax.data import corpus, pairs
 from albert_jax.data.config import DataConfig
 from albert_jax.data.pipeline import DataConfigError, make_iterator
@@ -29,6 +28,7 @@ from albert_jax.model.flops import train_flops_per_sequence
 from albert_jax.model.losses import mlm_denominator, pretraining_loss
 from albert_jax.tasks.pretrain_config import OBJECTIVES, PretrainConfig
 from albert_jax.train.task import Task
+from albert_jax.train.workdir import load_workdir, workdir_steps
 
 # Batch fields the evaluation's majority baselines are computed from.
 BASELINE_KEYS = ("masked_lm_ids", "masked_lm_weights", "sentence_order_label")

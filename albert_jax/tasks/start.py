@@ -11,17 +11,11 @@ import os
 
 from etils import epath
 
-from albert_jax.checkpoints.source import (
-    ConversionError,
-    Source,
-    describe,
-    load_source,
-    read_config,
-    read_tokenizer,
-)
+from albert_jax.checkpoints.source import ConversionError, Source, describe
 from albert_jax.model import presets, sharing
 from albert_jax.tasks.finetune_config import FinetuneError
 from albert_jax.train.config import TrainerConfig
+from albert_jax.train.workdir import load_source, read_config, read_tokenizer
 
 UNSHARE = {"": None, "all": ("attention", "ffn"), "attention": ("attention",), "ffn": ("ffn",)}
 

@@ -15,7 +15,7 @@ from support.convert import OUTPUTS, fixture, max_diffs, reference, tree
 
 from albert_jax import AlbertForPreTraining
 from albert_jax.checkpoints import checkpoint
-from albert_jax.checkpoints.source import convert
+from albert_jax.convert import convert
 
 
 @pytest.mark.slow

@@ -25,8 +25,8 @@ from support.pretraining import (
 from support.sweeps import write_task
 
 from albert_jax.checkpoints import checkpoint
-from albert_jax.checkpoints.source import load_source
 from albert_jax.convert import main as cli
+from albert_jax.train.workdir import load_source
 
 
 # As in tests/test_workdir_source.py: orbax's stray tensorstore callbacks, reported as unraisable.
