@@ -31,15 +31,17 @@ from albert_jax.data import corpus
 from albert_jax.data.config import DataConfig
 from albert_jax.data.pair_check import pair_warning
 from albert_jax.data.pipeline import resolve_paths
+from albert_jax.model import presets
 from albert_jax.tasks.pretrain_config import PretrainConfig
 from albert_jax.tasks.pretraining import (
     check_positions,
     clamp_warmup,
     make_task,
-    set_objective_data,
+    objective_leaves,
     write_model,
 )
 from albert_jax.train import lock
+from albert_jax.train.config import Plan
 from albert_jax.train.metrics import log_to_file
 from albert_jax.train.optim import check_optim_config
 from albert_jax.train.trainer import check_dtype, dtype_warning, maybe_initialize_distributed, train
@@ -50,32 +52,32 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory: data, checkpoint
 
 
 def start_from(config):
-    """The checkpoint at `config.init`; `config.model` and `data.vocab_size` become its own, so
-    that the workdir's config (and everything that reads it back) describes this model."""
+    """The checkpoint at `config.init`, and the plan's leaves that make the workdir's config.json
+    describe it: `model` and `data.vocab_size` become its own (everything that reads the workdir
+    back builds this model)."""
     source = load_source(config.init)  # ours, transformers, Google TF1 or a pretraining workdir
     if source.tokenizer is None and not DataConfig.from_config(config.data).tokenizer_model:
         raise corpus.CorpusError(
             f"{config.init} has no tokenizer: name one with --config.data.tokenizer_model=PATH"
         )
-    fields = dataclasses.asdict(source.config)
-    with config.unlocked():
-        config.model = ml_collections.ConfigDict({"preset": "albert-base", **fields})
-        config.data.vocab_size = source.config.vocab_size
+    model = ml_collections.ConfigDict(
+        {"preset": "albert-base", **dataclasses.asdict(source.config)}
+    )
     print(
         f"continued pretraining from {source.location}: {source.config.layout} layout", flush=True
     )
-    return source
+    return source, {"model": model, "data.vocab_size": source.config.vocab_size}
 
 
-def steps_for_budget(config, task) -> None:
-    """total_steps (and a schedule that refers to it) from `config.train_flops`: the steps whose
-    training FLOPs (both networks for ELECTRA, `task.flops_per_example`) come closest."""
+def steps_for_budget(config, task) -> int:
+    """total_steps from `config.train_flops`: the steps whose training FLOPs (both networks for
+    ELECTRA, `task.flops_per_example`) come closest."""
     per_step = task.flops_per_example() * task.global_batch_size
     steps = max(1, round(float(config.train_flops) / per_step))
-    config.total_steps = config.optim.total_steps = steps
     print(
         f"train_flops {config.train_flops:.3g}: {steps} steps of {per_step:.3g} FLOPs", flush=True
     )
+    return steps
 
 
 def main(argv):
@@ -83,19 +85,21 @@ def main(argv):
     if _CONFIG.value is None or _WORKDIR.value is None:
         raise app.UsageError("--config and --workdir are required")
     config = _CONFIG.value
-    # Contradictory settings fail before any work (the corpus build takes minutes).
+    # Contradictory settings fail before any work (the corpus build takes minutes). What the
+    # run derives goes into its plan; the config stays as given.
     cli.check_workdir(_WORKDIR.value)
-    set_objective_data(config)
+    plan = Plan.of(config).with_leaves(**objective_leaves(config))
     pretrain = PretrainConfig.from_config(config)
     budget = pretrain.train_flops > 0  # total_steps are only known after the build
     if not budget:
-        clamp_warmup(
-            config, "optim.warmup_steps" in config_flags.get_override_values(flags.FLAGS["config"])
-        )
-    check_optim_config(config.optim, None if budget else int(config.optim.total_steps))
+        given = "optim.warmup_steps" in config_flags.get_override_values(flags.FLAGS["config"])
+        plan = plan.with_optim(**clamp_warmup(config, given))
+    optim = plan.optim_config(config)
+    check_optim_config(optim, None if budget else int(optim.total_steps))
     maybe_initialize_distributed(config)
-    check_dtype(config.model.get("dtype"), config.model.get("param_dtype"))
-    warning = dtype_warning(config.model.get("dtype"))
+    model = presets.from_run_config(config)
+    check_dtype(model.dtype, model.param_dtype)
+    warning = dtype_warning(model.dtype)
     if warning and jax.process_index() == 0:
         print(warning, flush=True)
     if not pretrain.init:  # else the model is the checkpoint's: checked once it is read
@@ -106,17 +110,19 @@ def main(argv):
         cli.removed_on_input_error(_WORKDIR.value),
         lock.hold(paths.resolve(_WORKDIR.value), enabled=jax.process_index() == 0),
     ):
-        _pretrain(config)
+        _pretrain(config, plan)
 
 
-def _pretrain(config):
+def _pretrain(config, plan: Plan):
     if jax.process_index() == 0:  # library chatter (TFDS, orbax) to the log file, not the console
         log_to_file(_WORKDIR.value)
-    pretrain = PretrainConfig.from_config(config)
-    source = start_from(config) if pretrain.init else None
-    if source is not None:
-        check_positions(config)
-    data = resolve_paths(config.data, _WORKDIR.value)
+    pretrain, source = PretrainConfig.from_config(config), None
+    if pretrain.init:
+        source, leaves = start_from(config)
+        plan = plan.with_leaves(**leaves)
+        check_positions(plan.record(config))
+    run_config = plan.record(config)  # what the task reads: the config with the plan in it
+    data = resolve_paths(run_config.data, _WORKDIR.value)
     if jax.process_index() == 0:
         tok = source.tokenizer if source is not None else None
         summary = corpus.build(data, tokenizer=tok, source=pretrain.init)
@@ -125,17 +131,18 @@ def _pretrain(config):
         from jax.experimental import multihost_utils
 
         multihost_utils.sync_global_devices("corpus built")
-    task = make_task(config, data, pretrained=source)
+    task = make_task(run_config, data, pretrained=source)
     task.check_eval_split()
     warning = pair_warning(task.sentence_head, task.data) if jax.process_index() == 0 else None
     if warning:  # before the start line; train.log keeps it too
         print(warning, file=sys.stderr, flush=True)
         logging.info(warning)
     if pretrain.train_flops > 0:
-        steps_for_budget(config, task)
-    train(config, _WORKDIR.value, task)
+        steps = steps_for_budget(config, task)
+        plan = plan.replace(total_steps=steps).with_optim(total_steps=steps)
+    train(config, _WORKDIR.value, task, plan)
     if jax.process_index() == 0:
-        write_model(_WORKDIR.value, int(config.total_steps))
+        write_model(_WORKDIR.value, plan.total_steps)
     if jax.process_count() > 1:  # the others wait, so no process exits while it writes
         from jax.experimental import multihost_utils
 

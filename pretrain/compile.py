@@ -28,8 +28,9 @@ from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from albert_jax import cli, paths  # noqa: E402
-from albert_jax.tasks.pretraining import check_positions, make_task, set_objective_data  # noqa: E402
+from albert_jax.tasks.pretraining import check_positions, make_task, objective_leaves  # noqa: E402
 from albert_jax.train import aot, topology  # noqa: E402
+from albert_jax.train.config import Plan  # noqa: E402
 from albert_jax.train.optim import check_optim_config  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Pretraining config file.")
@@ -46,8 +47,9 @@ def main(argv):
     del argv
     if _CONFIG.value is None or _TOPOLOGY.value is None:
         raise app.UsageError("--config and --topology are required")
-    config = _CONFIG.value
-    set_objective_data(config)
+    config = (
+        Plan.of(_CONFIG.value).with_leaves(**objective_leaves(_CONFIG.value)).record(_CONFIG.value)
+    )
     check_optim_config(config.optim, int(config.optim.total_steps))
     check_positions(config)
     topo = topology.parse(_TOPOLOGY.value, _SLICES.value)

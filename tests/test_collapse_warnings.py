@@ -137,13 +137,15 @@ def oracle(task, target):
 
 @pytest.fixture(scope="module")
 def cls_task(pretrained, files):
-    config = runs.resolve_schedule(make_config(pretrained, "classification", files), 24)
+    config = make_config(pretrained, "classification", files)
+    config = runs.schedule(config, 24).record(config)
     return F.make_task(config, F.FinetuneData(config, splits=("train", "dev")))
 
 
 @pytest.fixture(scope="module")
 def tag_task(pretrained, files):
-    config = runs.resolve_schedule(make_config(pretrained, "tagging", files), 24)
+    config = make_config(pretrained, "tagging", files)
+    config = runs.schedule(config, 24).record(config)
     return F.make_task(config, F.FinetuneData(config, splits=("train", "dev")))
 
 
@@ -244,7 +246,7 @@ def qa_task(pretrained, tmp_path_factory):
     task = dict(max_seq_length=32, doc_stride=8, max_query_length=8, max_answer_length=16,
                 n_best=5, char_level=False)  # fmt: skip
     config = split_files_config("qa", pretrained, d, "json", 6, task)
-    config = runs.resolve_schedule(config, 4)
+    config = runs.schedule(config, 4).record(config)
     return F.make_task(config, F.FinetuneData(config, splits=("train", "test")))
 
 

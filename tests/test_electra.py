@@ -13,7 +13,7 @@ from flax import traverse_util
 from trainer_worker import make_config, make_global_batch, make_task, tiny_model_config
 
 from albert_jax.model import electra
-from albert_jax.tasks.pretraining import ObjectiveError, objective_of, set_objective_data
+from albert_jax.tasks.pretraining import ObjectiveError, objective_leaves, objective_of
 from albert_jax.train import trainer
 from albert_jax.train.optim import config_labels, make_optimizer
 
@@ -271,8 +271,8 @@ def test_objectives_are_checked():
         )
 
     config = cfg("mlm+nsp")
-    set_objective_data(config)  # the objective sets the pairs
-    assert objective_of(config) == "mlm+nsp" and config.data.mode == "nsp"
+    assert objective_leaves(config) == {"data.mode": "nsp"}  # the objective sets the pairs
+    assert objective_leaves(cfg("mlm+nsp", "nsp")) == {} and objective_leaves(cfg("mlm+sop")) == {}
     with pytest.raises(ObjectiveError, match="objective=mlm\\+nsp"):
         objective_of(cfg("mlm+sop", "nsp"))  # not silently SOP
     with pytest.raises(ObjectiveError, match="expected one of"):

@@ -84,13 +84,13 @@ def test_the_templates_train_a_small_training_set_for_at_least_800_steps():
     for module in (tsv, ner, cloze):
         assert module.get_config().min_steps == 800, module.__name__
     c = tsv.get_config()  # 3 epochs at batch 32
-    small = runs.resolve_schedule(c, 2653)  # 83 steps an epoch: 249 by the epochs alone
-    assert (small.total_steps, small.optim.warmup_steps, small.eval_every) == (800, 80, 83)
-    assert runs.resolve_schedule(c, 15000).total_steps == 1407  # the epochs give more
+    small = runs.schedule(c, 2653)  # 83 steps an epoch: 249 by the epochs alone
+    assert (small.total_steps, small.optim["warmup_steps"], small.eval_every) == (800, 80, 83)
+    assert runs.schedule(c, 15000).total_steps == 1407  # the epochs give more
     c.total_steps = 300  # set by hand: kept
-    assert runs.resolve_schedule(c, 2653).total_steps == 300
+    assert runs.schedule(c, 2653).total_steps == 300
     c.total_steps, c.min_steps = 0, 0  # --config.min_steps=0: the epochs alone
-    assert runs.resolve_schedule(c, 2653).total_steps == 249
+    assert runs.schedule(c, 2653).total_steps == 249
     c.min_steps = -1
     with pytest.raises(FinetuneError, match="min_steps must be an integer >= 0"):
         F.check_config(c)

@@ -37,11 +37,11 @@ def test_each_task_type_builds_from_config_trains_and_evaluates(task_type, model
     config.model_from = model_from
     task = FinetuneTask.from_config(config, load_tokenizer(TOKENIZER))
     assert isinstance(task, Task) and task.data.task_type == task_type
-    config = runs.resolve_schedule(config, len(task.data.features["train"]["input_ids"]))
-    config, _ = runs.resolve_learning_rate(config, task.model_config)
-    task.config = config
+    plan = runs.schedule(config, len(task.data.features["train"]["input_ids"]))
+    plan = plan.with_optim(**runs.resolve_learning_rate(config, task.model_config)[0])
+    task.config = plan.record(config)
 
-    compiled = compile_task(config, task)
+    compiled = compile_task(config, task, plan=plan)
     with compiled.scope():
         state = compiled.initial_state(0)
         batch = next(task.train_iterator(0, 1))

@@ -66,7 +66,7 @@ def _direct_steps(mesh, accum, steps, optim_overrides=None, model=None):
     rules = partitioning.DEFAULT_RULES
     import flax.linen as nn
 
-    init, shardings, abstract = create_state(task, tx, mesh, rules, 0)  # as train(): outside
+    init, shardings, abstract = create_state(task, tx, mesh, rules)  # as train(): outside
     with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
         state = jax.jit(init, out_shardings=shardings)(jax.random.key(0))
         initial = jax.tree_util.tree_map(np.asarray, jax.device_get(state.params))

@@ -36,6 +36,7 @@ from albert_jax import paths
 from albert_jax.tasks.finetune_config import FinetuneConfig, FinetuneError
 from albert_jax.tasks.finetuning import FinetuneData, make_task
 from albert_jax.train import loop
+from albert_jax.train.config import Plan
 from albert_jax.train.prefetch import DevicePrefetch
 from albert_jax.train.trainer import compile_task, global_batch
 
@@ -82,31 +83,29 @@ def check_config(config) -> None:
 TRIAL_RATE = optax.inject_hyperparams(optax.scale)
 
 
-def trial_config(config, trial_steps: int):
-    """The full run's config (schedule resolved) compressed to `trial_steps` at a peak rate of
-    1 (the trial's rate is applied by `TRIAL_RATE`), decaying to 0."""
-    c = config.copy_and_resolve_references()
-    with c.unlocked():
-        c.total_steps = c.optim.total_steps = trial_steps
-        c.optim.warmup_steps = int(round(float(c.warmup_fraction) * trial_steps))
-        c.optim.learning_rate, c.optim.end_lr = 1.0, 0.0
-    return c
+def trial_plan(plan: Plan, warmup_fraction: float, trial_steps: int) -> Plan:
+    """The full run's plan compressed to `trial_steps` at a peak rate of 1 (the trial's rate is
+    applied by `TRIAL_RATE`), decaying to 0."""
+    warmup = round(warmup_fraction * trial_steps)
+    return plan.replace(total_steps=trial_steps).with_optim(
+        total_steps=trial_steps, warmup_steps=warmup, learning_rate=1.0, end_lr=0.0
+    )
 
 
-def settings(config, data: FinetuneData) -> dict[str, Any]:
+def settings(config, plan: Plan, data: FinetuneData) -> dict[str, Any]:
     """What the search depends on: a saved record with other settings is not reused."""
     f = data.settings
     s = f.lr_search
     grid = parse_grid(s.grid) or default_grid(data.model_config.hidden_size)
-    total = int(config.total_steps)
+    total = plan.total_steps
     trial_steps = max(1, int(round(float(s.budget) * total / len(grid))))
     return {
         "grid": list(grid),
         "trial_steps": trial_steps,
         "retries": int(s.retries),
         "full_steps": total,
-        "seed": int(config.seed),
-        "lr_multipliers": config.optim.lr_multipliers,
+        "seed": plan.seed,
+        "lr_multipliers": plan.optim_config(config).lr_multipliers,
         "init": str(f.init),
         "unshare": str(f.unshare or ""),
         "max_train_examples": int(f.max_train_examples or 0),
@@ -116,10 +115,12 @@ def settings(config, data: FinetuneData) -> dict[str, Any]:
     }
 
 
-def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[str, Any] | None:
+def search(
+    config, plan: Plan, data: FinetuneData, workdir: str, fallback: float
+) -> dict[str, Any] | None:
     """Runs the trials (or reuses `workdir/lr_search.json`) and returns the record:
     {settings..., metric, mode, trials: [{learning_rate, steps, dev, score, collapsed, finite,
-    seconds}], chosen}. `config` is the full run's, schedule resolved, seed set.
+    seconds}], chosen}. `plan` is the full run's (`run.schedule`), its seed the first one.
 
     When every trial of a round collapsed, the round was too short for the model to leave the
     label prior (on hsk, half an epoch: every rate; one epoch: 1e-4 trains): the collapsed rates
@@ -128,7 +129,7 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
     `fallback` is true. None when SIGTERM stopped the search: the finished trials are in the
     record, and a rerun goes on from there."""
     main = jax.process_index() == 0
-    want = settings(config, data)
+    want = settings(config, plan, data)
     path = epath.Path(paths.resolve(paths.join(workdir, RECORD)))
     record = json.loads(path.read_text()) if path.exists() else {}
     if {k: record.get(k) for k in want} != want:
@@ -148,12 +149,12 @@ def search(config, data: FinetuneData, workdir: str, fallback: float) -> dict[st
         )
     stop = loop.StopSignal("stopping the learning-rate search (its finished trials are kept)")
     try:
-        return _rounds(record, want, config, data, path, fallback, stop)
+        return _rounds(record, want, config, plan, data, path, fallback, stop)
     finally:
         stop.restore()
 
 
-def _rounds(record, want, config, data, path, fallback, stop) -> dict[str, Any] | None:
+def _rounds(record, want, config, plan, data, path, fallback, stop) -> dict[str, Any] | None:
     """The search's rounds (see `search`); None when SIGTERM stopped it."""
     main, metric, mode = jax.process_index() == 0, record["metric"], record["mode"]
     done = {(t["learning_rate"], t["steps"]) for t in record["trials"]}
@@ -164,9 +165,10 @@ def _rounds(record, want, config, data, path, fallback, stop) -> dict[str, Any] 
                 print(f"  every trial collapsed: again at {steps} steps", flush=True)
         todo = [lr for lr in rates if (lr, steps) not in done]
         if todo:  # one compiled step per trial length: the rate lives in the optimizer state
-            task = make_task(trial_config(config, steps), data)
+            short = trial_plan(plan, data.settings.warmup_fraction, steps)
+            task = make_task(short.record(config), data)
             task.warn_collapse = False  # a collapsed trial is expected: the table says so
-            compiled = compile_task(task.config, task, extra_tx=TRIAL_RATE(step_size=1.0))
+            compiled = compile_task(config, task, extra_tx=TRIAL_RATE(step_size=1.0), plan=short)
             with compiled.scope():
                 for lr in todo:
                     trial = _trial(compiled, task, lr, steps, want["seed"], stop)

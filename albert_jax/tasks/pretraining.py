@@ -57,10 +57,12 @@ def objective_of(config) -> str:
     return objective
 
 
-def set_objective_data(config) -> None:
-    """data.mode = 'nsp' for the 'mlm+nsp' objective (in place: the run's config.json says it)."""
+def objective_leaves(config) -> dict[str, str]:
+    """The data leaves the objective implies, for the run's `Plan`: 'mlm+nsp' builds
+    next-sentence pairs (data.mode 'nsp'; the run's config.json then says so)."""
     if objective_of(config) == "mlm+nsp" and DataConfig.from_config(config.data).mode != "nsp":
-        config.data.mode = "nsp"
+        return {"data.mode": "nsp"}
+    return {}
 
 
 def check_positions(config) -> None:
@@ -75,18 +77,20 @@ def check_positions(config) -> None:
         )
 
 
-def clamp_warmup(config, given: bool) -> None:
-    """A run shorter than its config's warmup (`--config.total_steps=20` against 100 warmup
-    steps) warms up over the whole run, with a note. A warmup given on the command line
-    (`given`) is left to `check_optim_config`, which refuses it."""
+def clamp_warmup(config, given: bool) -> dict[str, int]:
+    """The optimizer leaves for the run's `Plan`: a run shorter than its config's warmup
+    (`--config.total_steps=20` against 100 warmup steps) warms up over the whole run, with a
+    note. A warmup given on the command line (`given`) is left to `check_optim_config`, which
+    refuses it."""
     warmup, total = int(config.optim.warmup_steps), int(config.optim.total_steps)
-    if not given and 0 < total < warmup:
-        config.optim.warmup_steps = total
-        print(
-            f"note: optim.warmup_steps {warmup} > total_steps {total}: warming up over all "
-            f"{total} steps (--config.optim.warmup_steps sets it)",
-            flush=True,
-        )
+    if given or not 0 < total < warmup:
+        return {}
+    print(
+        f"note: optim.warmup_steps {warmup} > total_steps {total}: warming up over all "
+        f"{total} steps (--config.optim.warmup_steps sets it)",
+        flush=True,
+    )
+    return {"warmup_steps": total}
 
 
 def make_task(config, data_config, pretrained=None):

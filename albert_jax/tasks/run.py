@@ -15,6 +15,7 @@ from etils import epath
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
 from albert_jax.tasks import lr_search
+from albert_jax.tasks.finetune_config import FinetuneConfig
 from albert_jax.tasks.finetuning import (
     FRESH_HEAD,
     FinetuneData,
@@ -24,28 +25,25 @@ from albert_jax.tasks.finetuning import (
     write_jsonl,
 )
 from albert_jax.train import lock
+from albert_jax.train.config import Plan, TrainerConfig
 from albert_jax.train.optim import check_patterns
 from albert_jax.train.trainer import param_shapes, train
 
 # ---------------------------------------------------------------- schedules
 
 
-def resolve_schedule(config, num_train: int):
-    """A copy of `config` with steps from epochs: total_steps (unless set; at least
-    `min_steps`, so a small training set gets more epochs), warmup from `warmup_fraction`,
-    evaluation and checkpoints once per epoch (unless set)."""
-    config = config.copy_and_resolve_references()
-    per_epoch = max(1, math.ceil(num_train / int(config.batch_size)))
-    by_epochs = max(math.ceil(float(config.num_epochs) * per_epoch), int(config.min_steps))
-    total = int(config.total_steps or 0) or by_epochs
-    with config.unlocked():
-        config.steps_per_epoch = per_epoch
-        config.total_steps = total
-        config.optim.total_steps = total
-        config.optim.warmup_steps = int(round(float(config.warmup_fraction) * total))
-        config.eval_every = int(config.eval_every or 0) or per_epoch
-        config.checkpoint_every = int(config.checkpoint_every or 0) or config.eval_every
-    return config
+def schedule(config, num_train: int) -> Plan:
+    """The run's plan, steps from epochs: total_steps (unless set; at least `min_steps`, so a
+    small training set gets more epochs), warmup from `warmup_fraction`, evaluation and
+    checkpoints once per epoch (unless set)."""
+    f, t = FinetuneConfig.from_config(config), TrainerConfig.from_config(config)
+    per_epoch = max(1, math.ceil(num_train / int(f.batch_size)))
+    by_epochs = max(math.ceil(float(f.num_epochs) * per_epoch), int(f.min_steps))
+    total = int(t.total_steps or 0) or by_epochs
+    eval_every = int(t.eval_every or 0) or per_epoch
+    checkpoint_every = int(t.checkpoint_every or 0) or eval_every
+    plan = Plan(total, eval_every, checkpoint_every, t.seed, steps_per_epoch=per_epoch)
+    return plan.with_optim(total_steps=total, warmup_steps=round(f.warmup_fraction * total))
 
 
 # `optim.learning_rate` / `optim.lr_multipliers` left at None are chosen by the model's hidden
@@ -69,29 +67,27 @@ def auto_learning_rate(hidden_size: int) -> tuple[float, float, str]:
 
 
 def resolve_learning_rate(config, model_config, search: bool = False):
-    """(config, line): a copy of `config` whose auto (None) `optim.learning_rate` and
-    `optim.lr_multipliers` are chosen by `auto_learning_rate`, and the line saying what was
-    chosen and why (None, and `config` itself, when both are set explicitly). `search`: the
-    rate stays None for the learning-rate search (`lr_search`); the multiplier is chosen."""
-    lr, mult = config.optim.get("learning_rate"), config.optim.get("lr_multipliers")
+    """(optim, line): the optimizer leaves chosen for an auto (None) `optim.learning_rate` and
+    `optim.lr_multipliers` by `auto_learning_rate` (for `Plan.with_optim`), and the line saying
+    what was chosen and why ({} and None when both are set explicitly). `search`: the rate stays
+    None for the learning-rate search (`lr_search`); the multiplier is chosen."""
+    lr, mult = config.optim.learning_rate, config.optim.lr_multipliers
     if lr is not None and mult is not None:
-        return config, None
+        return {}, None
     auto_lr, auto_mult, why = auto_learning_rate(model_config.hidden_size)
-    config = config.copy_and_resolve_references()
-    chosen, flags = [], []
-    with config.unlocked():
-        if lr is None and search:
-            chosen.append("learning rate searched on dev")
-            flags.append("--config.optim.learning_rate")
-        elif lr is None:
-            config.optim.learning_rate = auto_lr
-            chosen.append(f"learning rate {auto_lr:g}")
-            flags.append("--config.optim.learning_rate")
-        if mult is None:
-            config.optim.lr_multipliers = f"{FRESH_HEAD}={auto_mult:g}" if auto_mult != 1 else ""
-            chosen.append(f"head lr x{auto_mult:g}")
-            flags.append("--config.optim.lr_multipliers")
-    return config, f"{', '.join(chosen)} (auto: {why}; pass {' / '.join(flags)} to override)"
+    optim, chosen, flags = {}, [], []
+    if lr is None and search:
+        chosen.append("learning rate searched on dev")
+        flags.append("--config.optim.learning_rate")
+    elif lr is None:
+        optim["learning_rate"] = auto_lr
+        chosen.append(f"learning rate {auto_lr:g}")
+        flags.append("--config.optim.learning_rate")
+    if mult is None:
+        optim["lr_multipliers"] = f"{FRESH_HEAD}={auto_mult:g}" if auto_mult != 1 else ""
+        chosen.append(f"head lr x{auto_mult:g}")
+        flags.append("--config.optim.lr_multipliers")
+    return optim, f"{', '.join(chosen)} (auto: {why}; pass {' / '.join(flags)} to override)"
 
 
 # ---------------------------------------------------------------- runs
@@ -114,36 +110,33 @@ def _run(config, workdir: str) -> dict[str, Any]:
     # The model's size is known now: an auto learning rate is chosen (or searched for on the
     # first seed) before the optimizer is built.
     searching = lr_search.wanted(config)
-    config, chosen = resolve_learning_rate(config, data.model_config, search=searching)
+    optim, chosen = resolve_learning_rate(config, data.model_config, search=searching)
     if chosen and jax.process_index() == 0:
         print(chosen, flush=True)
     # Epochs count training rows (QA: windows, several per question), as the iterator does.
-    n_train = len(data.features["train"]["input_ids"])
+    plan = schedule(config, len(data.features["train"]["input_ids"])).with_optim(**optim)
     searched = None
     if searching:
-        first = _seeded(resolve_schedule(config, n_train), seeds[0])
         fallback = auto_learning_rate(data.model_config.hidden_size)[0]
-        searched = lr_search.search(first, data, workdir, fallback)
+        searched = lr_search.search(config, plan.replace(seed=seeds[0]), data, workdir, fallback)
         if searched is None:  # SIGTERM: the finished trials are in lr_search.json
             if jax.process_index() == 0:
                 print("stopped during the learning-rate search: rerun to resume", flush=True)
             return {}
-        config = config.copy_and_resolve_references()
-        with config.unlocked():
-            config.optim.learning_rate = searched["chosen"]
+        plan = plan.with_optim(learning_rate=searched["chosen"])
     per_seed = {}
     for seed in seeds:
-        c = _seeded(resolve_schedule(config, n_train), seed)
+        seeded = plan.replace(seed=seed)
         wd = paths.resolve(workdir if len(seeds) == 1 else paths.join(workdir, f"seed_{seed}"))
-        task = make_task(c, data, wd)
+        task = make_task(seeded.record(config), data, wd)
         if searched:
             task.results_info["lr_search"] = searched
-        train(c, wd, task)
+        train(config, wd, task, seeded)
         if not epath.Path(wd, "results.json").exists():  # stopped by SIGTERM, checkpoint saved
             if jax.process_index() == 0:
-                print(f"stopped before step {c.total_steps}: rerun to resume", flush=True)
+                print(f"stopped before step {seeded.total_steps}: rerun to resume", flush=True)
             return {}
-        per_seed[seed] = _seed_result(wd, c)
+        per_seed[seed] = _seed_result(wd, seeded)
     summary = summarize(per_seed, data)
     if searched:
         summary["lr_search"] = searched
@@ -152,12 +145,6 @@ def _run(config, workdir: str) -> dict[str, Any]:
         paths.write_text(paths.join(workdir, "summary.json"), text)
         print(format_summary(summary), flush=True)
     return summary
-
-
-def _seeded(config, seed: int):
-    with config.unlocked():
-        config.seed = seed
-    return config
 
 
 def _print_data(data: FinetuneData) -> None:
@@ -177,7 +164,7 @@ def _print_data(data: FinetuneData) -> None:
         print(f"{split}: {s['examples']} examples, {cut} truncated{extra}", flush=True)
 
 
-def _seed_result(workdir: str, config) -> dict[str, Any]:
+def _seed_result(workdir: str, plan: Plan) -> dict[str, Any]:
     res = json.loads(epath.Path(workdir, "results.json").read_text())
     evals = {}
     with paths.open_text(paths.join(workdir, "metrics.jsonl")) as f:
@@ -186,7 +173,7 @@ def _seed_result(workdir: str, config) -> dict[str, Any]:
             if row["split"] == "eval":
                 evals[row["step"]] = row
     metric = res["metric"]
-    first = evals.get(config.steps_per_epoch, {}).get(metric)
+    first = evals.get(plan.steps_per_epoch, {}).get(metric)
     last = evals[max(evals)] if evals else {}
     return {
         "metric": metric,

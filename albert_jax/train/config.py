@@ -10,6 +10,10 @@ and parses on the command line (`--config.log_every=10`); the trainer reads it b
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import ml_collections
 
 from albert_jax import errors
 from albert_jax.sections import Section
@@ -73,3 +77,62 @@ class TrainerConfig(Section):
         if not 0 < start < end:
             raise TrainConfigError(f"profile_steps {spec!r}: expected 0 < START < END")
         return start, end
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a run derives before it trains, kept beside the config it was given (which stays as
+    given): how long it runs, how often it evaluates and checkpoints, its seed, and the leaves
+    it resolved (fine-tuning's steps from epochs and searched rate, a warmup clamped to a short
+    run, a FLOPs budget's steps, continued pretraining's model). The trainer runs the plan; the
+    workdir's config.json is `record(config)`, so whatever reads a run back sees what it used."""
+
+    total_steps: int
+    eval_every: int
+    checkpoint_every: int
+    seed: int
+    steps_per_epoch: int | None = None  # fine-tuning: batches of the training rows
+    optim: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # resolved optim leaves
+    leaves: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # others, by dotted path
+
+    @classmethod
+    def of(cls, config) -> Plan:
+        """The plan a config states, nothing derived."""
+        t = TrainerConfig.from_config(config)
+        return cls(t.total_steps, t.eval_every, t.checkpoint_every, t.seed)
+
+    def replace(self, **changes) -> Plan:
+        return dataclasses.replace(self, **changes)
+
+    def with_optim(self, **values) -> Plan:
+        return self.replace(optim={**self.optim, **values})
+
+    def with_leaves(self, **values) -> Plan:
+        """`with_leaves(**{"data.mode": "nsp"})`: a leaf (or a whole section) of the record."""
+        return self.replace(leaves={**self.leaves, **values})
+
+    def optim_config(self, config) -> ml_collections.ConfigDict:
+        """The optimizer section the run builds its optimizer from."""
+        return self.record(config).optim
+
+    def record(self, config) -> ml_collections.ConfigDict:
+        """A copy of `config` with the plan's values in it (the workdir's config.json)."""
+        record = config.copy_and_resolve_references()
+        fields = dict(
+            total_steps=self.total_steps, eval_every=self.eval_every,
+            checkpoint_every=self.checkpoint_every, seed=self.seed,
+        )  # fmt: skip
+        if self.steps_per_epoch is not None:
+            fields["steps_per_epoch"] = self.steps_per_epoch
+        with record.unlocked():
+            for key, value in fields.items():
+                record[key] = value
+            for key, value in self.optim.items():
+                record.optim[key] = value
+            for path, value in self.leaves.items():
+                *parents, key = path.split(".")
+                section = record
+                for name in parents:
+                    section = section[name]
+                section[key] = value
+        return record

@@ -43,7 +43,7 @@ from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.train_state import Checkpointer
 from albert_jax.model.albert import target_platform
 from albert_jax.train import lock, loop, partitioning
-from albert_jax.train.config import Distributed, TrainConfigError, TrainerConfig
+from albert_jax.train.config import Distributed, Plan, TrainConfigError, TrainerConfig
 from albert_jax.train.faults import crash_point
 from albert_jax.train.gradients import batch_gradients
 from albert_jax.train.loop import StopSignal
@@ -159,9 +159,9 @@ def param_shapes(task):
     return nn.meta.unbox(params["params"])
 
 
-def create_state(task, tx, mesh, rules, seed: int):
+def create_state(task, tx, mesh, rules):
     """(init function, state shardings, abstract state). Initialization goes through eval_shape,
-    so nothing unsharded is ever materialized."""
+    so nothing unsharded is ever materialized (the seed comes with `init`'s key)."""
     dummy = task.dummy_batch()
 
     def init_boxed(rng):
@@ -173,7 +173,7 @@ def create_state(task, tx, mesh, rules, seed: int):
             rng=jax.random.fold_in(rng, 1),
         )
 
-    boxed = jax.eval_shape(init_boxed, jax.random.key(seed))
+    boxed = jax.eval_shape(init_boxed, jax.random.key(0))
     shardings = partitioning.tree_shardings(boxed, mesh, rules)
 
     def init(rng):
@@ -253,11 +253,16 @@ class CompiledTask:
 
 
 def compile_task(
-    config, task: Task, extra_tx: optax.GradientTransformation | None = None, devices=None
+    config,
+    task: Task,
+    extra_tx: optax.GradientTransformation | None = None,
+    devices=None,
+    plan: Plan | None = None,
 ):
-    """The `CompiledTask` of `task` under `config` (mesh, accumulation, optimizer); `extra_tx`
-    is chained after the optimizer (the search's per-trial learning rate). `devices`: what the
-    mesh is made of (default `jax.devices()`; compile-only TPU devices for `pretrain.compile`)."""
+    """The `CompiledTask` of `task` under `config` (mesh, accumulation, optimizer) and its
+    `plan` (default: the config's own, `Plan.of`); `extra_tx` is chained after the optimizer
+    (the search's per-trial learning rate). `devices`: what the mesh is made of (default
+    `jax.devices()`; compile-only TPU devices for `pretrain.compile`)."""
     for model_config in task.model_configs():  # ELECTRA trains two networks
         check_dtype(model_config.dtype, model_config.param_dtype)
     t = TrainerConfig.from_config(config)
@@ -266,16 +271,17 @@ def compile_task(
     check_batch(int(task.global_batch_size), accum, mesh)
     rules = t.logical_rules or partitioning.DEFAULT_RULES
     shapes = param_shapes(task)
-    check_patterns(shapes, config.optim)  # a multiplier or frozen regex that matches nothing
+    optim = (plan or Plan.of(config)).optim_config(config)
+    check_patterns(shapes, optim)  # a multiplier or frozen regex that matches nothing
     try:
         tx, schedule = make_optimizer(
-            config.optim, task.model_config, shapes, stacked=task.stacked_paths()
+            optim, task.model_config, shapes, stacked=task.stacked_paths()
         )
     except ValueError as e:  # a bad optim.* value (steps, name, multipliers): one line, exit 2
         raise TrainConfigError(f"optim: {e}") from e
     if extra_tx is not None:
         tx = optax.chain(tx, extra_tx)
-    init, shardings, abstract = create_state(task, tx, mesh, rules, t.seed)
+    init, shardings, abstract = create_state(task, tx, mesh, rules)
     batch_shard = partitioning.batch_sharding(mesh)
     step_fn = jax.jit(
         make_train_step(task, tx, schedule, mesh, accum, abstract.params),
@@ -339,8 +345,9 @@ def _summarize(paths: list[str]) -> str:
     return ", ".join(tops) if tops else "none"
 
 
-def train(config, workdir: str, task: Task) -> dict[str, float]:
-    """Train (or resume) to `config.total_steps`; returns the last logged training metrics.
+def train(config, workdir: str, task: Task, plan: Plan | None = None) -> dict[str, float]:
+    """Train (or resume) to `plan.total_steps` (default: the config's own plan, `Plan.of`);
+    returns the last logged training metrics.
 
     With `task.best_metric`, the best evaluation's parameters are kept as a model checkpoint in
     `workdir/best` (`best.json` says which step), and at the end `task.final_splits` are
@@ -348,7 +355,7 @@ def train(config, workdir: str, task: Task) -> dict[str, float]:
     maybe_initialize_distributed(config)
     workdir = paths.resolve(workdir)  # orbax wants absolute paths; a bucket URI stays one
     with lock.hold(workdir, enabled=jax.process_index() == 0):  # one run per workdir
-        return _train(config, workdir, task)
+        return _train(config, workdir, task, plan or Plan.of(config))
 
 
 # What a run writes into its workdir, all of it rebuilt from the checkpoints or from step 0.
@@ -369,7 +376,7 @@ def start_over(workdir: str) -> None:
             path.unlink()
 
 
-def _train(config, workdir: str, task) -> dict[str, float]:
+def _train(config, workdir: str, task, plan: Plan) -> dict[str, float]:
     is_main = jax.process_index() == 0
     t = TrainerConfig.from_config(config)
     if is_main:
@@ -378,16 +385,15 @@ def _train(config, workdir: str, task) -> dict[str, float]:
             print(f"start_over: removed the earlier run's outputs in {workdir}", flush=True)
         epath.Path(workdir).mkdir(parents=True, exist_ok=True)
         log_to_file(workdir)
-        paths.write_text(
-            paths.join(workdir, "config.json"), config.to_json_best_effort(indent=2, sort_keys=True)
-        )
+        record = plan.record(config).to_json_best_effort(indent=2, sort_keys=True)
+        paths.write_text(paths.join(workdir, "config.json"), record)
     if t.start_over and jax.process_count() > 1:
         from jax.experimental import multihost_utils
 
         multihost_utils.sync_global_devices("start_over")  # the others wait for the deletion
 
     use_compilation_cache(t.compilation_cache_dir, workdir)
-    run = compile_task(config, task)
+    run = compile_task(config, task, plan=plan)
     mesh, shardings = run.mesh, run.shardings
     batch_size = int(task.global_batch_size)
     with run.scope():
@@ -401,7 +407,7 @@ def _train(config, workdir: str, task) -> dict[str, float]:
         )
         state, restored_step = ckpt.restore_latest(run.abstract, batches)
         if state is None:
-            state, start = run.initial_state(t.seed, announce=is_main), 0
+            state, start = run.initial_state(plan.seed, announce=is_main), 0
         else:
             start = int(restored_step)
         if is_main:
@@ -412,7 +418,7 @@ def _train(config, workdir: str, task) -> dict[str, float]:
                 flush=True,
             )
 
-        total = t.total_steps
+        total = plan.total_steps
         writer = MetricWriter(workdir, enabled=is_main, resume_step=start)
         progress = Progress(
             start,
@@ -479,9 +485,9 @@ def _train(config, workdir: str, task) -> dict[str, float]:
             log=log,
             log_every=t.log_every,
             checkpoint=save,
-            checkpoint_every=t.checkpoint_every,
+            checkpoint_every=plan.checkpoint_every,
             evaluate=evaluate_and_keep_best,
-            eval_every=t.eval_every,
+            eval_every=plan.eval_every,
             preempted=lambda step: stop.requested or ckpt.reached_preemption(step),
             nonfinite=nonfinite,
             progress=progress.update,
