@@ -12,6 +12,7 @@ import pytest
 
 from albert_jax import AlbertConfig
 from albert_jax.checkpoints import tf as tf_convert
+from albert_jax.model.sharing import stacked_paths
 from albert_jax.train.optim import (
     Label,
     adamw,
@@ -470,7 +471,7 @@ def test_frozen_leaves_have_no_optimizer_state_and_the_others_train_as_before():
     tx, schedule = make_optimizer(cfg, config, params)
     before = optax.chain(  # the chain that scaled frozen leaves by 0 and kept their moments
         optax.chain(clip_by_global_norm(1.0), lamb(schedule, stacked=stacked_patterns(config))),
-        scale_by_path(lr_factors(params, cfg, config)),
+        scale_by_path(lr_factors(params, cfg, config, stacked_paths(config))),
     )
 
     def run(tx):
@@ -515,7 +516,7 @@ def test_a_checkpoint_with_moments_for_frozen_leaves_is_refused_by_name(tmp_path
     tx, schedule = make_optimizer(cfg, config, params)
     before = optax.chain(
         optax.chain(clip_by_global_norm(1.0), lamb(schedule, stacked=stacked_patterns(config))),
-        scale_by_path(lr_factors(params, cfg, config)),
+        scale_by_path(lr_factors(params, cfg, config, stacked_paths(config))),
     )
     data = iter(grain.MapDataset.range(4).to_iter_dataset())
     ckpt = Checkpointer(str(tmp_path), async_save=False)

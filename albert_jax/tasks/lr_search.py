@@ -105,7 +105,7 @@ def settings(config, plan: Plan, data: FinetuneData) -> dict[str, Any]:
         "retries": int(s.retries),
         "full_steps": total,
         "seed": plan.seed,
-        "lr_multipliers": plan.optim_config(config).lr_multipliers,
+        "lr_multipliers": {**config.optim, **plan.optim}["lr_multipliers"],  # as resolved
         "init": str(f.init),
         "unshare": str(f.unshare or ""),
         "max_train_examples": int(f.max_train_examples or 0),

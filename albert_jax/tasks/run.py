@@ -26,8 +26,7 @@ from albert_jax.tasks.finetuning import (
 )
 from albert_jax.train import lock
 from albert_jax.train.config import Plan, TrainerConfig
-from albert_jax.train.optim import check_patterns
-from albert_jax.train.trainer import param_shapes, train
+from albert_jax.train.trainer import train
 
 # ---------------------------------------------------------------- schedules
 
@@ -104,8 +103,6 @@ def run(config, workdir: str) -> dict[str, Any]:
 def _run(config, workdir: str) -> dict[str, Any]:
     seeds = parse_seeds(config)
     data = FinetuneData(config)
-    # the model is known now: a multiplier or frozen regex that matches none of its parameters
-    check_patterns(param_shapes(make_task(config, data)), config.optim)
     _print_data(data)
     # The model's size is known now: an auto learning rate is chosen (or searched for on the
     # first seed) before the optimizer is built.

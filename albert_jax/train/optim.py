@@ -316,11 +316,12 @@ def stacked_patterns(model_config) -> PathPredicate:
     return lambda path: path in paths
 
 
-def layer_depths(model_config) -> Callable[[str], Any]:
+def layer_depths(model_config, stacked: frozenset[str]) -> Callable[[str], Any]:
     """Depth of a parameter for layer-wise learning-rate decay: embeddings (and the E->H
     projection) 0, layer i's own weights i + 1 (a vector over the stacked axis), everything
     else (pooler, heads) L + 1. Only per-layer weights have a depth: a shared block serves
-    every depth at once, so the decay is refused for it."""
+    every depth at once, so the decay is refused for it. `stacked`: `sharing.stacked_paths` of
+    `model_config`."""
     c, L = model_config, model_config.num_layers
     shared = [
         name for name, g in (("attention", c.attention_groups), ("ffn", c.ffn_groups)) if g != L
@@ -332,7 +333,6 @@ def layer_depths(model_config) -> Callable[[str], Any]:
             "serves every depth). Unshare first (`--config.unshare=all`), or use per-group "
             "multipliers (`optim.lr_multipliers`), which work with any layout."
         )
-    stacked = stacked_paths(c)
 
     def depth(path: str):
         if path.startswith(("embeddings/", "encoder/projection/")):
@@ -342,16 +342,17 @@ def layer_depths(model_config) -> Callable[[str], Any]:
     return depth
 
 
-def lr_factors(params: Any, optim_config, model_config) -> dict[str, Any]:
+def lr_factors(params: Any, optim_config, model_config, stacked: frozenset[str]) -> dict[str, Any]:
     """{path: learning-rate factor} for every leaf: multiplier (first matching regex of
     `lr_multipliers`) x layerwise_decay ** (L + 1 - depth), 0 for `frozen` leaves. A factor of a
-    stacked leaf is a vector over its layer axis. Leaves with factor 1 are omitted."""
+    stacked leaf is a vector over its layer axis. Leaves with factor 1 are omitted. `stacked`:
+    `sharing.stacked_paths(model_config)` (`layer_depths`)."""
     multipliers = [
         (re.compile(p), float(m)) for p, m in _pairs(_field(optim_config, "lr_multipliers"))
     ]
     frozen = path_matcher(regex_list(_field(optim_config, "frozen")) or None)
     decay = float(_field(optim_config, "layerwise_decay"))
-    depth = layer_depths(model_config) if decay != 1.0 else None
+    depth = layer_depths(model_config, stacked) if decay != 1.0 else None
     L = model_config.num_layers
     factors = {}
 
@@ -520,6 +521,8 @@ def make_optimizer(
     """
     get = lambda name: _field(optim_config, name)
     name = _optimizer_name(optim_config)
+    own = stacked_paths(model_config)  # the layer axes of `model_config`'s layout, read once
+    stacked = own if stacked is None else stacked
     for field in ("learning_rate", "lr_multipliers"):
         if get(field) is None:  # fine-tuning's "auto": `tasks.run` resolves it by model size
             raise ValueError(f"{field} is None (auto) and was never resolved: set a value")
@@ -540,8 +543,7 @@ def make_optimizer(
         bias_correction=bool(get("bias_correction")),
     )
     if name == "lamb":
-        is_stacked = stacked_patterns(model_config) if stacked is None else stacked.__contains__
-        tx = lamb(schedule, stacked=is_stacked, **kw)
+        tx = lamb(schedule, stacked=stacked.__contains__, **kw)
     else:
         tx = adamw(schedule, **kw)
     clip = get("clip_norm")
@@ -549,7 +551,7 @@ def make_optimizer(
     if get("lr_multipliers") or get("frozen") or float(get("layerwise_decay")) != 1:
         if params is None:
             raise ValueError("lr_multipliers / layerwise_decay / frozen need the parameter tree")
-        factors = lr_factors(params, optim_config, model_config)
+        factors = lr_factors(params, optim_config, model_config, own)
         frozen = {path for path, f in factors.items() if not np.any(f)}
     if frozen:  # the clip's norm still counts the frozen gradients, as when they were scaled by 0
         rest = {path: f for path, f in factors.items() if path not in frozen}
