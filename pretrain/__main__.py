@@ -8,10 +8,14 @@ checkpoint with the corpus tokenizer, read back from the newest train-state chec
 code as `python -m albert_jax.convert WORKDIR OUT`.
 
 Continued pretraining (domain adaptation): `--config.init=SRC` starts from any checkpoint
-`albert_jax.checkpoints.source` reads (ours, transformers, a Google TF1 checkpoint, a pretraining
-workdir).
-The model is then the checkpoint's (`config.model` is replaced by it), the corpus is tokenized
-with the checkpoint's tokenizer (or `data.tokenizer_model`), and heads it lacks start fresh.
+`albert_jax.train.workdir.load_source` reads (ours, transformers, a Google TF1 checkpoint, a
+pretraining workdir). The model is then the checkpoint's (the run's plan replaces `model` in the
+workdir's config.json), the corpus is tokenized with the checkpoint's tokenizer (or
+`data.tokenizer_model`), and heads it lacks start fresh.
+
+What the run derives (the objective's pairs, a warmup clamped to a short run, a FLOPs budget's
+steps, the checkpoint's model) goes into its `albert_jax.train.config.Plan`; the config stays as
+given.
 """
 
 from __future__ import annotations
@@ -69,17 +73,6 @@ def start_from(config):
     return source, {"model": model, "data.vocab_size": source.config.vocab_size}
 
 
-def steps_for_budget(config, task) -> int:
-    """total_steps from `config.train_flops`: the steps whose training FLOPs (both networks for
-    ELECTRA, `task.flops_per_example`) come closest."""
-    per_step = task.flops_per_example() * task.global_batch_size
-    steps = max(1, round(float(config.train_flops) / per_step))
-    print(
-        f"train_flops {config.train_flops:.3g}: {steps} steps of {per_step:.3g} FLOPs", flush=True
-    )
-    return steps
-
-
 def main(argv):
     del argv
     if _CONFIG.value is None or _WORKDIR.value is None:
@@ -103,7 +96,7 @@ def main(argv):
     if warning and jax.process_index() == 0:
         print(warning, flush=True)
     if not pretrain.init:  # else the model is the checkpoint's: checked once it is read
-        check_positions(config)
+        check_positions(model, config.data)
     # One run per workdir (albert_jax/train/lock.py): two would build one corpus and mix
     # checkpoints. Held from here to the model written.
     with (
@@ -120,7 +113,7 @@ def _pretrain(config, plan: Plan):
     if pretrain.init:
         source, leaves = start_from(config)
         plan = plan.with_leaves(**leaves)
-        check_positions(plan.record(config))
+        check_positions(source.config, config.data)
     run_config = plan.record(config)  # what the task reads: the config with the plan in it
     data = resolve_paths(run_config.data, _WORKDIR.value)
     if jax.process_index() == 0:
@@ -137,8 +130,13 @@ def _pretrain(config, plan: Plan):
     if warning:  # before the start line; train.log keeps it too
         print(warning, file=sys.stderr, flush=True)
         logging.info(warning)
-    if pretrain.train_flops > 0:
-        steps = steps_for_budget(config, task)
+    if pretrain.train_flops > 0:  # the steps whose training FLOPs come closest to the budget
+        per_step = task.flops_per_example() * task.global_batch_size  # ELECTRA: both networks
+        steps = max(1, round(pretrain.train_flops / per_step))
+        print(
+            f"train_flops {pretrain.train_flops:.3g}: {steps} steps of {per_step:.3g} FLOPs",
+            flush=True,
+        )
         plan = plan.replace(total_steps=steps).with_optim(total_steps=steps)
     train(config, _WORKDIR.value, task, plan)
     if jax.process_index() == 0:

@@ -28,6 +28,7 @@ from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from albert_jax import cli, paths  # noqa: E402
+from albert_jax.model import presets  # noqa: E402
 from albert_jax.tasks.pretraining import check_positions, make_task, objective_leaves  # noqa: E402
 from albert_jax.train import aot, topology  # noqa: E402
 from albert_jax.train.config import Plan  # noqa: E402
@@ -51,7 +52,7 @@ def main(argv):
         Plan.of(_CONFIG.value).with_leaves(**objective_leaves(_CONFIG.value)).record(_CONFIG.value)
     )
     check_optim_config(config.optim, int(config.optim.total_steps))
-    check_positions(config)
+    check_positions(presets.from_run_config(config), config.data)
     topo = topology.parse(_TOPOLOGY.value, _SLICES.value)
     with config.unlocked():
         config.slices = topo.slices

@@ -65,11 +65,11 @@ def objective_leaves(config) -> dict[str, str]:
     return {}
 
 
-def check_positions(config) -> None:
+def check_positions(model_config, data_config) -> None:
     """Sequences must fit the model's position table (else the first step fails, after the
     corpus build)."""
-    length = int(config.data.max_seq_length)
-    positions = presets.from_run_config(config).max_position_embeddings
+    length = DataConfig.from_config(data_config).max_seq_length
+    positions = model_config.max_position_embeddings
     if length > positions:
         raise DataConfigError(
             f"data.max_seq_length ({length}) is longer than the model's position table "
@@ -205,15 +205,12 @@ class PretrainingTask(Task):
     def check_eval_split(self) -> None:
         """An eval split that fills no batch, refused before training (not `eval_every` steps
         in, at the first evaluation)."""
-        if int(self.config.eval_every) > 0:
-            where = (jax.process_index(), jax.process_count())
-            if next(self.eval_iterator(*where), None) is None:
-                raise self._small_eval_split()
-
-    def _small_eval_split(self) -> DataConfigError:
+        where = (jax.process_index(), jax.process_count())
+        if int(self.config.eval_every) <= 0 or next(self.eval_iterator(*where), None) is not None:
+            return
         split = self.config.eval_split
         docs = len(corpus.open_source(self.data, split))
-        return DataConfigError(
+        raise DataConfigError(
             f"eval_split {split!r} of the {corpus.corpus_name(self.data)!r} corpus "
             f"({self.data.data_dir}) holds {docs} documents, fewer examples than one batch of "
             f"{self.global_batch_size}: give it more documents (e.g. "
