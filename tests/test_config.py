@@ -138,3 +138,61 @@ def test_a_finetuning_config_has_no_pretraining_leaf(name):
     assert set(TrainerConfig.section()) | set(FinetuneConfig.section()) <= set(config)
     assert FinetuneConfig.from_config(config).batch_size == config.batch_size
     assert TrainerConfig.from_config(config).log_every == config.log_every
+
+
+@pytest.mark.parametrize("name", FINETUNE_CONFIGS)
+def test_a_finetuning_configs_task_section_reads_into_its_kinds_settings(name):
+    """`config.task` holds every leaf of its kind's settings (they parse on the command line) and
+    reads back into them typed; the leaves another kind declares (every config has the
+    classification and tagging ones) are left unread, not refused."""
+    import dataclasses
+    import importlib
+
+    from albert_jax.tasks.finetune_config import TASK_SETTINGS, TaskSettings
+
+    arg = {"searched": "sentiment", "suite": "headlines"}.get(name)
+    config = importlib.import_module(f"configs.finetune.{name}").get_config(arg)
+    kind = TASK_SETTINGS[config.task.type]
+    assert set(kind.section()) <= set(config.task)
+    settings = kind.from_config(config.task)
+    assert isinstance(settings, TaskSettings) and type(settings) is kind
+    declared = {f.name for f in dataclasses.fields(kind)}
+    assert {k: getattr(settings, k) for k in kind.section()} == {
+        k: config.task[k] for k in kind.section()
+    }
+    assert "input" in declared and "input" not in config.task  # finetune.predict's own
+    others = {"text_a", "text_b", "label", "scheme", "space_between_words"} - declared
+    assert set(config.task) - declared == others  # unread
+
+
+def test_each_task_type_has_a_reader_on_its_settings_and_the_task_no_data_hooks():
+    """The data side of a task type is its module's `Reader` (a `FinetuneReader` built on the
+    type's settings); the trainer's `Task` has none of the old static hooks."""
+    from albert_jax.tasks import finetuning as F
+    from albert_jax.tasks.finetune_config import TASK_SETTINGS
+
+    assert tuple(TASK_SETTINGS) == F.TASK_TYPES
+    hooks = ("read", "featurize", "head_fields", "check_targets", "training_examples", "labels")
+    for task_type, kind in TASK_SETTINGS.items():
+        module = F.task_module(task_type)
+        assert issubclass(module.Reader, F.FinetuneReader)
+        assert issubclass(module.Task, F.FinetuneTask)
+        reader = module.Reader(kind())
+        assert reader.settings == kind()
+        assert not any(hasattr(module.Task, h) for h in hooks), task_type
+
+
+def test_a_run_config_from_before_the_layout_key_still_loads():
+    """A pretraining workdir's config.json written before `model.layout` existed: the preset's
+    own layout, as a '' layout gives."""
+    import ml_collections
+
+    from albert_jax.model.presets import from_run_config
+
+    old = ml_collections.ConfigDict({"model": {"preset": "albert-base", "num_layers": 2}})
+    new = ml_collections.ConfigDict({"model": {"preset": "albert-base", "layout": ""}})
+    new.model.num_layers = 2
+    assert from_run_config(old) == from_run_config(new)
+    assert from_run_config(old).layout == "all" and from_run_config(old).num_layers == 2
+    new.model.layout = "none"
+    assert from_run_config(new).layout == "none"

@@ -56,6 +56,10 @@ def get(name: str, layout: str | None = None, **overrides) -> AlbertConfig:
 
 def from_run_config(config) -> AlbertConfig:
     """The AlbertConfig named by a run config's `model` section: a preset plus field overrides
-    (what `configs/pretrain/common.py` writes and a pretraining workdir's config.json keeps)."""
-    overrides = {k: v for k, v in config.model.items() if k not in ("preset", "layout")}
-    return get(config.model.preset, layout=config.model.get("layout", None) or None, **overrides)
+    (what `configs/pretrain/common.py` writes and a pretraining workdir's config.json keeps).
+    Its `layout` ('' = the preset's own) is absent from the config.json of a workdir written
+    before the key existed: the preset's own too."""
+    model = config.model
+    layout = model["layout"] if "layout" in model else ""
+    overrides = {k: v for k, v in model.items() if k not in ("preset", "layout")}
+    return get(model.preset, layout=layout or None, **overrides)

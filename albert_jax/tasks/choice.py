@@ -25,7 +25,8 @@ from albert_jax.model.flops import forward_flops_per_sequence
 from albert_jax.model.losses import cross_entropy
 from albert_jax.tasks import metrics as M
 from albert_jax.tasks.data import DataError, _special_ids
-from albert_jax.tasks.finetuning import FinetuneTask
+from albert_jax.tasks.finetune_config import ChoiceSettings
+from albert_jax.tasks.finetuning import FinetuneReader, FinetuneTask
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _BLANK = re.compile(r"_+")  # RACE writes a blank as "_" or a run of them
@@ -256,20 +257,25 @@ class ChoiceTask(FinetuneTask):
         preds = [r["prediction"] for r in rows]
         return M.prediction_collapse(preds, "questions", "chose", golds, "option {!r}".format)
 
-    # --- the data side (`FinetuneData` reads and featurizes with these before a task exists)
-    @staticmethod
-    def read(path, t):
+
+class ChoiceReader(FinetuneReader):
+    """The data side (`FinetuneData` reads and featurizes with it before a task exists): RACE
+    records, every split with the head's option count."""
+
+    settings: ChoiceSettings
+    num_choices: int  # the head's, counted at the first split featurized
+
+    def read(self, path):
         return read_race(path), {}
 
-    @staticmethod
-    def featurize(examples, data, t):
+    def featurize(self, examples, data):
         # Over every split: one head serves them all, so all must fit its option count.
-        data.num_choices = num_choices(data.examples, int(t.get("num_choices", 0) or 0))
-        return featurize_choice(examples, data.tokenizer, data.max_seq_length, data.num_choices)
+        self.num_choices = num_choices(data.examples, int(self.settings.num_choices or 0))
+        return featurize_choice(examples, data.tokenizer, data.max_seq_length, self.num_choices)
 
-    @staticmethod
-    def head_fields(data, t) -> dict:
-        return {"type": "multiple_choice", "num_labels": 1, "num_choices": data.num_choices}
+    def head_fields(self, data) -> dict:
+        return {"type": "multiple_choice", "num_labels": 1, "num_choices": self.num_choices}
 
 
 Task = ChoiceTask  # the task of this module's types (`finetuning.TASK_MODULES`)
+Reader = ChoiceReader  # its data side

@@ -14,7 +14,8 @@ import numpy as np
 from albert_jax.model.losses import cross_entropy
 from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
-from albert_jax.tasks.finetuning import FinetuneError, FinetuneTask
+from albert_jax.tasks.finetune_config import ClassificationSettings, TaskSettings
+from albert_jax.tasks.finetuning import FinetuneError, FinetuneReader, FinetuneTask
 from albert_jax.train.optim import path_matcher
 
 
@@ -65,46 +66,45 @@ class ClassificationTask(FinetuneTask):
             return M.regression_collapse(preds, golds if len(golds) == len(rows) else None)
         return M.prediction_collapse(preds, "examples", "predicted", golds)
 
-    # --- the data side (`FinetuneData` reads and featurizes with these before a task exists)
-    @staticmethod
-    def read(path, t):
+
+class ClassificationReader(FinetuneReader):
+    """The data side (`FinetuneData` reads and featurizes with it before a task exists): TSV /
+    CSV / JSONL columns named by the settings."""
+
+    settings: ClassificationSettings
+
+    def read(self, path):
+        s = self.settings
         examples = D.read_examples(
-            path,
-            text_a=t.text_a,
-            text_b=t.get("text_b", "") or None,
-            label=t.label,
-            task_type=t.type,
+            path, text_a=s.text_a, text_b=s.text_b or None, label=s.label, task_type=s.type
         )
         return examples, {}
 
-    @staticmethod
-    def check_targets(examples, t) -> None:
+    def check_targets(self, examples) -> None:
         if ex := first_without(examples, "label"):
             raise D.DataError(
-                f"task.train {t.train}: {ex.where}: no {t.label!r} column; name the label "
-                "column with --config.task.label=COLUMN"
+                f"task.train {self.settings.train}: {ex.where}: no {self.settings.label!r} "
+                "column; name the label column with --config.task.label=COLUMN"
             )
 
-    @staticmethod
-    def labels(data, t) -> list[str] | None:
-        return None if t.type == "regression" else class_labels(data, t)
+    def labels(self, data) -> list[str] | None:
+        return None if self.settings.type == "regression" else class_labels(data, self.settings)
 
-    @staticmethod
-    def featurize(examples, data, t):
+    def featurize(self, examples, data):
         return D.featurize_classification(
             examples, data.tokenizer, data.max_seq_length, data.labels
         )
 
-    @staticmethod
-    def head_fields(data, t) -> dict:
+    def head_fields(self, data) -> dict:
+        s = self.settings
         fields = {"labels": data.labels} if data.labels is not None else {}
         return {
             "type": "sequence_classification",
             "num_labels": len(data.labels or [0]),
             **fields,
-            "text_a": t.text_a,
-            "text_b": t.get("text_b", "") or None,
-            "label": t.label,
+            "text_a": s.text_a,
+            "text_b": s.text_b or None,
+            "label": s.label,
         }
 
 
@@ -117,13 +117,13 @@ def _row(example: D.Example, **fields) -> dict[str, Any]:
     return {**row, **fields}
 
 
-def class_labels(data, t) -> list[str]:
+def class_labels(data, t: TaskSettings) -> list[str]:
     """`task.labels`, else the sorted labels of the training file (of all splits without one);
     a starting head with other labels must start fresh (shared with tagging: its tag set)."""
     source = data.examples.get("train") or [e for ex in data.examples.values() for e in ex]
-    labels = list(t.get("labels", ()) or ()) or D.label_list(source)
+    labels = list(t.labels or ()) or D.label_list(source)
     if len(labels) < 2:  # a 1-output head: loss 0 and accuracy 1 from the first step
-        what = "task.labels" if t.get("labels", ()) else f"task.train {t.get('train', '')}"
+        what = "task.labels" if t.labels else f"task.train {t.train}"
         kind = "tag" if t.type == "tagging" else "label"
         raise FinetuneError(
             f"{what}: {len(labels)} {kind}(s) {labels}: {t.type} needs at least 2 {kind}s to "
@@ -147,3 +147,4 @@ def first_without(examples, target: str):
 
 
 Task = ClassificationTask  # the task of this module's types (`finetuning.TASK_MODULES`)
+Reader = ClassificationReader  # its data side

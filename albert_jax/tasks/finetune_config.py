@@ -1,9 +1,10 @@
-"""Fine-tuning's own settings: one typed section, its defaults in one place.
+"""Fine-tuning's own settings: typed sections, their defaults in one place.
 
-`configs/finetune/common.py` builds every fine-tuning config from `TrainerConfig.section()` and
-`FinetuneConfig.section()` (plus the optimizer, model-override and task sections), so each leaf
-below exists and parses on the command line; the library reads them back with `from_config`,
-never with a default of its own. No pretraining leaf is part of a fine-tuning config.
+`configs/finetune/common.py` builds every fine-tuning config from `TrainerConfig.section()`,
+`FinetuneConfig.section()` and `task_section(type)` (plus the optimizer and model-override
+sections), so each leaf below exists and parses on the command line; the library reads them back
+with `from_config` (`config.task` into its kind's `TaskSettings` subclass), never with a default
+of its own. No pretraining leaf is part of a fine-tuning config.
 """
 
 from __future__ import annotations
@@ -71,3 +72,116 @@ class FinetuneConfig(Section):
         epochs = self.num_epochs
         if not total_steps and not (math.isfinite(epochs) and epochs > 0):
             raise FinetuneError(f"num_epochs must be > 0 (or total_steps set), got {epochs!r}")
+
+
+# ---------------------------------------------------------------- the task section
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSettings(Section):
+    """`config.task`: the leaves every task kind has. Each kind's subclass below adds its own
+    (`TASK_SETTINGS` by type); `FinetuneData` reads `config.task` once into it and builds the
+    kind's `Reader` on it. A leaf of the section that the kind does not declare is not read
+    (every config has the classification and tagging leaves: `task_section`)."""
+
+    type: str = "classification"  # classification | regression | tagging | qa | ... (TASK_TYPES)
+    train: str = ""
+    dev: str = ""
+    test: str = ""
+    prepare: str = ""  # a finetune.prepare dataset built when `train` is missing ...
+    prepare_dir: str = ""  # ... and train / dev / test are its files here (use_prepared)
+    max_seq_length: int = 128
+    labels: Any = ()  # () = the sorted labels of the training file
+    # `finetune.predict`'s file, its one split (`run.predict_file`): no leaf of a run's config
+    input: str = ""
+
+    @classmethod
+    def section(cls):
+        c = super().section()
+        del c["input"]  # (the split `run.predict_file` reads)
+        return c
+
+    def path(self, split: str) -> str:
+        """The file of a split ('' when none is named)."""
+        return getattr(self, split)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassificationSettings(TaskSettings):
+    """classification / regression files (TSV/CSV with a header, or JSONL): their columns."""
+
+    text_a: str = "text"
+    text_b: str = ""  # '' = single sentences
+    label: str = "label"
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggingSettings(TaskSettings):
+    """tagging (CoNLL: word<TAB>tag, blank line between sentences)."""
+
+    scheme: str = "BIO"  # BIO | BMES
+    space_between_words: bool = True  # False for Chinese (no spaces between words)
+
+
+@dataclasses.dataclass(frozen=True)
+class QASettings(TaskSettings):
+    """Extractive QA (SQuAD files); the defaults are configs/finetune/cloze.py's."""
+
+    doc_stride: int = 48  # pieces between window starts
+    max_query_length: int = 64  # question pieces kept
+    max_answer_length: int = 16  # pieces of a predicted span
+    n_best: int = 20
+    char_level: bool = True  # F1 over characters for Chinese (CMRC-style), words otherwise
+
+
+@dataclasses.dataclass(frozen=True)
+class ChoiceSettings(TaskSettings):
+    """Multiple choice (RACE records)."""
+
+    num_choices: int = 0  # 0: every question has as many options as the first
+
+
+@dataclasses.dataclass(frozen=True)
+class RelationSettings(TaskSettings):
+    """Relation extraction (DuIE-style triples); the last three decode at evaluation."""
+
+    predicates: Any = ()  # () = the sorted predicates of the training file
+    max_subjects: int = 8  # subject candidates decoded per text
+    max_span_length: int = 32  # pieces of a decoded subject or object
+    threshold: float = 0.5  # start / end probability that opens / closes a span
+
+
+@dataclasses.dataclass(frozen=True)
+class Seq2SeqSettings(TaskSettings):
+    """UniLM seq2seq (JSONL of source / target texts)."""
+
+    source_key: str = "source"
+    target_key: str = "target"
+    max_target_length: int = 32  # target pieces (longer ones are cut and counted)
+    beam_size: int = 1  # 1: greedy
+    length_penalty: float = 0.0  # scores divided by length ** this
+    char_level: bool = True  # character F1 / BLEU / ROUGE-L for Chinese
+    entity_scores: bool = False  # also entity-level P/R/F1 of the parsed target lists
+
+
+# A kind's settings by task type (finetuning.TASK_MODULES names the same types).
+TASK_SETTINGS: dict[str, type[TaskSettings]] = {
+    "classification": ClassificationSettings,
+    "regression": ClassificationSettings,
+    "tagging": TaggingSettings,
+    "qa": QASettings,
+    "multiple_choice": ChoiceSettings,
+    "relation": RelationSettings,
+    "seq2seq": Seq2SeqSettings,
+}
+
+
+def task_section(task_type: str):
+    """`config.task` as every fine-tuning config starts it (configs/finetune/common.py): the
+    kind's leaves with their defaults, and the classification and tagging leaves whatever the
+    kind (tsv.py takes either type from the command line)."""
+    c = ClassificationSettings.section()
+    c.update(TaggingSettings.section())
+    c.update(TASK_SETTINGS.get(task_type, TaskSettings).section())  # (a wrong type: check_config)
+    c.type = task_type
+    return c

@@ -5,15 +5,18 @@ the checks before a run starts: `albert_jax.tasks.start`).
 Each task type names a module in `TASK_MODULES` (classification and regression:
 `albert_jax.tasks.classification`, tagging: `.tagging`, extractive QA: `.qa`, multiple choice:
 `.choice`, relations: `.relation`, seq2seq: `.seq2seq`); a config names its task by that type.
-Its `Task`, a `FinetuneTask` subclass, is the whole interface: the trainer's members (loss,
-eval_step, `score(split, predictions)` -> (rows, metrics), `predict(run, split)` when it drives
-the model itself) and the static data side `FinetuneData` uses before any task exists (`read`,
-`featurize`, `head_fields`; `check_targets`, `training_examples` and `labels` have defaults).
+Its `Task`, a `FinetuneTask` subclass, is the trainer's interface (loss, eval_step,
+`score(split, predictions)` -> (rows, metrics), `predict(run, split)` when it drives the model
+itself); its `Reader`, a `FinetuneReader` subclass built on the task's typed settings
+(`finetune_config.TaskSettings`, the kind's subclass), is the data side `FinetuneData` uses
+before any task exists (`read`, `featurize`, `head_fields`; `check_targets`,
+`training_examples` and `labels` have defaults).
 
-`FinetuneData` reads the starting checkpoint (anything `albert_jax.checkpoints.source` reads, or a
-pretraining workdir: `start.load_init`), applies `unshare`, picks the tokenizer and has the task
-read and featurize every split once. `albert_jax.tasks.run.run(config, workdir)` trains
-one or several seeds (schedules, learning rate) and summarizes them.
+`FinetuneData` reads `config.task` once into the kind's settings, reads the starting checkpoint
+(anything `albert_jax.checkpoints.source` reads, or a pretraining workdir: `start.load_init`),
+applies `unshare`, picks the tokenizer and has the reader read and featurize every split once.
+`albert_jax.tasks.run.run(config, workdir)` trains one or several seeds (schedules, learning
+rate) and summarizes them.
 """
 
 from __future__ import annotations
@@ -38,7 +41,13 @@ from albert_jax.model.flops import forward_flops_per_sequence
 from albert_jax.model.heads import build_model
 from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
-from albert_jax.tasks.finetune_config import FinetuneConfig, FinetuneError
+from albert_jax.tasks.finetune_config import (
+    TASK_SETTINGS,
+    FinetuneConfig,
+    FinetuneError,
+    TaggingSettings,
+    TaskSettings,
+)
 from albert_jax.tasks.start import RANDOM_INIT, blank_source, load_init
 from albert_jax.train.config import TrainerConfig
 from albert_jax.train.faults import crash_point
@@ -48,7 +57,8 @@ from albert_jax.train.trainer import to_host
 from albert_jax.train.workdir import read_tokenizer
 
 # Task type -> its module (the interface above), imported when a run names it: the modules
-# import this one for `FinetuneTask`.
+# import this one for `FinetuneTask` and `FinetuneReader`. (`finetune_config.TASK_SETTINGS`
+# names each type's settings.)
 TASK_MODULES = {
     "classification": "albert_jax.tasks.classification",
     "regression": "albert_jax.tasks.classification",
@@ -73,20 +83,55 @@ def task_module(task_type: str):
 # ---------------------------------------------------------------- the starting point and data
 
 
+class FinetuneReader:
+    """A task kind's data side (a task module's `Reader`), built on the task's settings (the
+    kind's `TaskSettings` subclass): `FinetuneData` reads and featurizes every split with it
+    before any task exists."""
+
+    def __init__(self, settings: TaskSettings):
+        self.settings = settings
+
+    def read(self, path) -> tuple[list, dict]:
+        """(examples, counts): a split's examples and counts for its stats line."""
+        raise NotImplementedError
+
+    def check_targets(self, examples) -> None:
+        """Raises when a training example has no target (none checked by default)."""
+
+    def training_examples(self, examples, path) -> tuple[list, list[str]]:
+        """(the training split's examples to keep, notes): all by default."""
+        return examples, []
+
+    def labels(self, data: FinetuneData) -> list[str] | None:
+        """The label list (`data.labels`), or None when the task has none (the default)."""
+        return None
+
+    def featurize(self, examples, data: FinetuneData) -> tuple[dict, dict]:
+        """(features, stats): arrays [N, ...] (`INPUTS` and the task's targets) and counts
+        (`examples`, `truncated`, ...)."""
+        raise NotImplementedError
+
+    def head_fields(self, data: FinetuneData) -> dict[str, Any]:
+        """The head dict's task fields: its `type` and `num_labels` at least (the shared ones,
+        e.g. `max_seq_length`, are added by `FinetuneData.head`)."""
+        raise NotImplementedError
+
+
 class FinetuneData:
     """Everything a run needs that does not depend on the seed: the model config, the starting
     weights, the tokenizer, the label list and the featurized splits."""
 
     def __init__(self, config, splits=("train", "dev", "test"), source=None):
         """`source`: the starting point (a `Source`) instead of `config.init`'s."""
-        t = config.task
         self.settings = f = FinetuneConfig.from_config(config)  # read once, for every task
-        self.task_type = t.type
-        if t.type not in TASK_TYPES:
-            raise FinetuneError(f"task.type must be one of {TASK_TYPES}, got {t.type!r}")
-        self.module = task_module(t.type)
-        task = self.module.Task  # its data side: static, no task exists yet
-        self.random_init = config.init == RANDOM_INIT
+        self.task_type = task_type = config.task.type
+        if task_type not in TASK_TYPES:
+            raise FinetuneError(f"task.type must be one of {TASK_TYPES}, got {task_type!r}")
+        self.module = task_module(task_type)
+        # `config.task`, read once: the kind's settings, and its reader on them
+        self.task_settings = t = TASK_SETTINGS[task_type].from_config(config.task)
+        self.reader: FinetuneReader = self.module.Reader(t)
+        self.random_init = f.init == RANDOM_INIT
         if source is not None:
             self.source, self.notes = source, []
         else:
@@ -106,31 +151,32 @@ class FinetuneData:
                 f"task.max_seq_length={self.max_seq_length} exceeds the model's "
                 f"max_position_embeddings={self.model_config.max_position_embeddings}"
             )
-        paths = {s: t.get(s, "") for s in splits}
+        paths = {s: t.path(s) for s in splits}
         if not paths.get("train") and "train" in splits:
             raise FinetuneError("task.train is empty: name the training file")
         self._read_counts: dict[str, dict] = {}
-        self.examples = {s: self._read(p, t) for s, p in paths.items() if p}
+        self.examples = {s: self._read(p) for s, p in paths.items() if p}
         for split, examples in self.examples.items():
             if not examples:  # a header only, or blank lines: nothing to train or score on
                 raise D.DataError(f"task.{split} {paths[split]}: no examples")
+        reader = self.reader
         if "train" in self.examples:
-            task.check_targets(self.examples["train"], t)
+            reader.check_targets(self.examples["train"])
         skipped = 0
         if "train" in self.examples:
             # what must not be trained on as it reads (QA: answers not at their offsets)
             before = len(self.examples["train"])
-            self.examples["train"], notes = task.training_examples(
+            self.examples["train"], notes = reader.training_examples(
                 self.examples["train"], paths["train"]
             )
             self.notes, skipped = self.notes + notes, before - len(self.examples["train"])
         limit = int(f.max_train_examples or 0)
         if limit and "train" in self.examples:
             self.examples["train"] = self.examples["train"][:limit]
-        self.labels = task.labels(self, t)
+        self.labels = reader.labels(self)
         self.features, self.stats = {}, {}
         for split, examples in self.examples.items():
-            self.features[split], self.stats[split] = task.featurize(examples, self, t)
+            self.features[split], self.stats[split] = reader.featurize(examples, self)
             self.stats[split].update(self._read_counts.get(paths[split], {}))
         if skipped:
             self.stats["train"]["skipped"] = skipped
@@ -150,15 +196,15 @@ class FinetuneData:
             )
         return tok
 
-    def _read(self, path, t):
+    def _read(self, path):
         try:
-            examples, self._read_counts[path] = self.module.Task.read(path, t)
+            examples, self._read_counts[path] = self.reader.read(path)
         except UnicodeDecodeError:  # a task module's own reader: named here, with its line
             raise D.not_utf8(path) from None
         return examples
 
-    def head(self, config) -> dict[str, Any]:
-        task = self.module.Task.head_fields(self, config.task)
+    def head(self) -> dict[str, Any]:
+        task = self.reader.head_fields(self)
         # the keys in the order heads have always had: type and num_labels, shared, the task's
         return {
             "type": task["type"],
@@ -185,7 +231,7 @@ class FinetuneTask(Task):
     def __init__(self, config, data: FinetuneData, workdir: str | None = None):
         self.config, self.data = config, data
         self.model_config = data.model_config
-        self.head = data.head(config)
+        self.head = data.head()
         self.model = build_model(self.model_config, self.head)
         f = data.settings
         self.global_batch_size = int(f.batch_size)
@@ -211,38 +257,6 @@ class FinetuneTask(Task):
             tokenizer, FinetuneConfig.from_config(config).model_from or "albert-base"
         )
         return make_task(config, FinetuneData(config, splits, source=source), workdir)
-
-    # --- the data side: static, `FinetuneData` reads and featurizes with it before a task exists
-    @staticmethod
-    def read(path, t) -> tuple[list, dict]:
-        """(examples, counts): a split's examples and counts for its stats line."""
-        raise NotImplementedError
-
-    @staticmethod
-    def featurize(examples, data: FinetuneData, t) -> tuple[dict, dict]:
-        """(features, stats): arrays [N, ...] (`INPUTS` and the task's targets) and counts
-        (`examples`, `truncated`, ...)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def head_fields(data: FinetuneData, t) -> dict[str, Any]:
-        """The head dict's task fields: its `type` and `num_labels` at least (the shared ones,
-        e.g. `max_seq_length`, are added by `FinetuneData.head`)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def check_targets(examples, t) -> None:
-        """Raises when a training example has no target (none checked by default)."""
-
-    @staticmethod
-    def training_examples(examples, path) -> tuple[list, list[str]]:
-        """(the training split's examples to keep, notes): all by default."""
-        return examples, []
-
-    @staticmethod
-    def labels(data: FinetuneData, t) -> list[str] | None:
-        """The label list (`data.labels`), or None when the task has none (the default)."""
-        return None
 
     # --- trainer interface
     def dummy_batch(self):
@@ -426,8 +440,10 @@ def check_config(config) -> None:
     still be auto, the total steps come from the epochs later)."""
     parse_seeds(config)
     f, t = FinetuneConfig.from_config(config), TrainerConfig.from_config(config)
-    if config.task.type not in TASK_TYPES:
-        raise FinetuneError(f"task.type must be one of {TASK_TYPES}, got {config.task.type!r}")
+    task_type = TaskSettings.from_config(config.task).type
+    if task_type not in TASK_TYPES:
+        raise FinetuneError(f"task.type must be one of {TASK_TYPES}, got {task_type!r}")
+    task = TASK_SETTINGS[task_type].from_config(config.task)
     # 0: batch_size / from the epochs / none / once per epoch / at every evaluation / all
     lowest = {
         "batch_size": 1, "eval_batch_size": 0, "total_steps": 0, "min_steps": 0,
@@ -438,19 +454,18 @@ def check_config(config) -> None:
         if not isinstance(value, int) or value < low:
             raise FinetuneError(f"{key} must be an integer >= {low}, got {value!r}")
     # [CLS] [SEP] and at least one piece of text
-    length = config.task.get("max_seq_length", MIN_SEQ_LENGTH)
+    length = task.max_seq_length
     if not isinstance(length, int) or length < MIN_SEQ_LENGTH:
         raise FinetuneError(
             f"task.max_seq_length must be an integer >= {MIN_SEQ_LENGTH} ([CLS] text [SEP]), "
             f"got {length!r}"
         )
     try:
-        M.best_metric_name(config.task.type, f.best_metric or None)
+        M.best_metric_name(task.type, f.best_metric or None)
     except ValueError as e:
         raise FinetuneError(f"best_metric: {e}") from None
-    scheme = config.task.get("scheme", "BIO")
-    if config.task.type == "tagging" and scheme not in M.SCHEMES:  # else a KeyError at reading
-        raise FinetuneError(f"task.scheme must be one of {M.SCHEMES}, got {scheme!r}")
+    if isinstance(task, TaggingSettings) and task.scheme not in M.SCHEMES:  # else a KeyError
+        raise FinetuneError(f"task.scheme must be one of {M.SCHEMES}, got {task.scheme!r}")
     for pattern in regex_list(f.fresh_params):
         try:
             re.compile(pattern)

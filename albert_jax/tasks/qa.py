@@ -25,7 +25,8 @@ from albert_jax.model.losses import cross_entropy
 from albert_jax.tasks import metrics as M
 from albert_jax.tasks import squad
 from albert_jax.tasks.data import DataError, _special_ids, word_pieces
-from albert_jax.tasks.finetuning import FinetuneTask
+from albert_jax.tasks.finetune_config import QASettings
+from albert_jax.tasks.finetuning import FinetuneReader, FinetuneTask
 
 CJK = squad.CJK  # one character a word
 _WORD = re.compile(rf"[{CJK}]|[^\W{CJK}]+|[^\w\s]")
@@ -335,21 +336,26 @@ class QATask(FinetuneTask):
         # The official evaluation script's input: {question id: answer text}.
         _write_json(stem + "_official.json", {r["id"]: r["prediction"] for r in rows})
 
-    # --- the data side (`FinetuneData` reads and featurizes with these before a task exists)
-    training_examples = staticmethod(training_examples)
 
-    @staticmethod
-    def read(path, t):
+class QAReader(FinetuneReader):
+    """The data side (`FinetuneData` reads and featurizes with it before a task exists): SQuAD
+    files, windows of the settings' stride and question length."""
+
+    settings: QASettings
+
+    def read(self, path):
         return read_squad(path)
 
-    @staticmethod
-    def featurize(examples, data, t):
-        stride, query = int(t.doc_stride), int(t.max_query_length)
+    def training_examples(self, examples, path):
+        return training_examples(examples, path)
+
+    def featurize(self, examples, data):
+        stride, query = int(self.settings.doc_stride), int(self.settings.max_query_length)
         return featurize_qa(examples, data.tokenizer, data.max_seq_length, stride, query)
 
-    @staticmethod
-    def head_fields(data, t) -> dict:
-        return {"type": "question_answering", "num_labels": 2, **{k: t[k] for k in QA_FIELDS}}
+    def head_fields(self, data) -> dict:
+        fields = {k: getattr(self.settings, k) for k in QA_FIELDS}
+        return {"type": "question_answering", "num_labels": 2, **fields}
 
 
 def _with_floors(values: dict, golds, preds, char_level: bool) -> dict:
@@ -373,3 +379,4 @@ def _write_json(path: str, obj) -> None:
 
 QA_FIELDS = ("doc_stride", "max_query_length", "max_answer_length", "n_best", "char_level")
 Task = QATask  # the task of this module's types (`finetuning.TASK_MODULES`)
+Reader = QAReader  # its data side

@@ -39,13 +39,11 @@ import optax
 
 from albert_jax.tasks import metrics as M
 from albert_jax.tasks.data import DataError, _json_records, _special_ids, word_pieces
-from albert_jax.tasks.finetuning import INPUTS, FinetuneError, FinetuneTask
+from albert_jax.tasks.finetune_config import RelationSettings
+from albert_jax.tasks.finetuning import INPUTS, FinetuneError, FinetuneReader, FinetuneTask
 from albert_jax.tasks.qa import context_words
 
-# Decoding defaults (task.max_subjects / max_span_length / threshold override them).
-MAX_SUBJECTS = 8
-MAX_SPAN_LENGTH = 32
-THRESHOLD = 0.5
+THRESHOLD = RelationSettings.threshold  # decoding's default (task.threshold sets a run's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -408,28 +406,54 @@ class RelationTask(FinetuneTask):
     def collapse(self, rows, values):
         return M.nothing_predicted([len(r["predicted"]) for r in rows], "sentences", "triple")
 
-    # --- the data side (`FinetuneData` reads and featurizes with these before a task exists)
-    @staticmethod
-    def read(path, t):
+
+class RelationReader(FinetuneReader):
+    """The data side (`FinetuneData` reads and featurizes with it before a task exists): DuIE
+    JSONL, the head's predicate list and the settings' decoding limits."""
+
+    settings: RelationSettings
+    predicates: list[str] | None = None  # the head's, once per run (`predicates_of`)
+
+    def read(self, path):
         return read_duie(path)
 
-    @staticmethod
-    def featurize(examples, data, t):
+    def featurize(self, examples, data):
         return featurize_relations(
-            examples, data.tokenizer, data.max_seq_length, predicates_of(data, t)
+            examples, data.tokenizer, data.max_seq_length, self.predicates_of(data)
         )
 
-    @staticmethod
-    def head_fields(data, t) -> dict:
-        P = predicates_of(data, t)
+    def head_fields(self, data) -> dict:
+        P, s = self.predicates_of(data), self.settings
         return {
             "type": "relation_extraction",
             "num_labels": len(P),
             "predicates": list(P),
-            "max_subjects": int(t.get("max_subjects", MAX_SUBJECTS)),
-            "max_span_length": int(t.get("max_span_length", MAX_SPAN_LENGTH)),
-            "threshold": float(t.get("threshold", THRESHOLD)),
+            "max_subjects": int(s.max_subjects),
+            "max_span_length": int(s.max_span_length),
+            "threshold": float(s.threshold),
         }
+
+    def predicates_of(self, data) -> list[str]:
+        """The head's predicate list (once per run): ``task.predicates`` if set, else the
+        sorted predicates of the training file (of all splits without one)."""
+        if self.predicates is None:
+            fixed = [str(p) for p in (self.settings.predicates or ())]
+            source = data.examples.get("train") or [
+                e for exs in data.examples.values() for e in exs
+            ]
+            found = sorted({tr.predicate for ex in source for tr in ex.triples})
+            self.predicates = fixed or found
+            if not self.predicates:
+                raise DataError("no triples to learn from: every spo_list is empty or skipped")
+            head = getattr(data.source, "head", None) or {}
+            old = head.get("predicates")
+            if old is not None and list(old) != self.predicates and not data.fresh_params:
+                raise FinetuneError(
+                    f"predicates {self.predicates} differ from those of the head in "
+                    f"{data.source.location} ({old}); start that head fresh with "
+                    "--config.fresh_params='^classifier/'"
+                )
+        return self.predicates
 
 
 def _spo(triples) -> list[dict[str, str]]:
@@ -437,24 +461,4 @@ def _spo(triples) -> list[dict[str, str]]:
 
 
 Task = RelationTask  # the task of this module's types (`finetuning.TASK_MODULES`)
-
-
-def predicates_of(data, t) -> list[str]:
-    """The head's predicate list (once per run): ``task.predicates`` if set, else the sorted
-    predicates of the training file (of all splits without one)."""
-    if getattr(data, "predicates", None) is None:
-        fixed = [str(p) for p in (t.get("predicates", ()) or ())]
-        source = data.examples.get("train") or [e for exs in data.examples.values() for e in exs]
-        found = sorted({tr.predicate for ex in source for tr in ex.triples})
-        data.predicates = fixed or found
-        if not data.predicates:
-            raise DataError("no triples to learn from: every spo_list is empty or skipped")
-        head = getattr(data.source, "head", None) or {}
-        old = head.get("predicates")
-        if old is not None and list(old) != data.predicates and not data.fresh_params:
-            raise FinetuneError(
-                f"predicates {data.predicates} differ from those of the head in "
-                f"{data.source.location} ({old}); start that head fresh with "
-                "--config.fresh_params='^classifier/'"
-            )
-    return data.predicates
+Reader = RelationReader  # its data side

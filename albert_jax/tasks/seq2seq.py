@@ -20,7 +20,14 @@ from albert_jax.model.losses import cross_entropy
 from albert_jax.tasks import metrics as M
 from albert_jax.tasks import textgen
 from albert_jax.tasks.data import _special_ids
-from albert_jax.tasks.finetuning import INPUTS, FinetuneError, FinetuneTask, predict_all
+from albert_jax.tasks.finetune_config import Seq2SeqSettings
+from albert_jax.tasks.finetuning import (
+    INPUTS,
+    FinetuneError,
+    FinetuneReader,
+    FinetuneTask,
+    predict_all,
+)
 
 
 class Seq2SeqTask(FinetuneTask):
@@ -119,32 +126,34 @@ class Seq2SeqTask(FinetuneTask):
         preds = [r["prediction"] for r in rows]
         return M.prediction_collapse(preds, "generations", "came out", None, show)
 
-    # --- the data side (`FinetuneData` reads and featurizes with these before a task exists)
-    @staticmethod
-    def read(path, t):
-        return textgen.read_seq2seq(
-            path, t.get("source_key", "source"), t.get("target_key", "target")
-        )
 
-    @staticmethod
-    def featurize(examples, data, t):
+class Seq2SeqReader(FinetuneReader):
+    """The data side (`FinetuneData` reads and featurizes with it before a task exists): JSONL
+    source / target texts under the settings' keys, sources cut to leave room for the target."""
+
+    settings: Seq2SeqSettings
+
+    def read(self, path):
+        return textgen.read_seq2seq(path, self.settings.source_key, self.settings.target_key)
+
+    def featurize(self, examples, data):
         return textgen.featurize_seq2seq(
-            examples, data.tokenizer, data.max_seq_length, int(t.max_target_length),
+            examples, data.tokenizer, data.max_seq_length, int(self.settings.max_target_length),
             reserve_target=True,
         )  # fmt: skip
 
-    @staticmethod
-    def head_fields(data, t) -> dict:
+    def head_fields(self, data) -> dict:
+        s = self.settings
         return {
             "type": "seq2seq",
             "num_labels": 1,
-            "max_target_length": int(t.max_target_length),
-            "beam_size": int(t.get("beam_size", 1)),
-            "length_penalty": float(t.get("length_penalty", 0.0)),
-            "char_level": bool(t.get("char_level", True)),
-            "entity_scores": bool(t.get("entity_scores", False)),
-            "source_key": t.get("source_key", "source"),
-            "target_key": t.get("target_key", "target"),
+            "max_target_length": int(s.max_target_length),
+            "beam_size": int(s.beam_size),
+            "length_penalty": float(s.length_penalty),
+            "char_level": bool(s.char_level),
+            "entity_scores": bool(s.entity_scores),
+            "source_key": s.source_key,
+            "target_key": s.target_key,
         }
 
 
@@ -154,3 +163,4 @@ def _token_nll(logits, labels):
 
 
 Task = Seq2SeqTask  # the task of this module's types (`finetuning.TASK_MODULES`)
+Reader = Seq2SeqReader  # its data side

@@ -13,7 +13,7 @@ from etils import epath
 
 from albert_jax.checkpoints.source import ConversionError, Source, describe
 from albert_jax.model import presets, sharing
-from albert_jax.tasks.finetune_config import FinetuneError
+from albert_jax.tasks.finetune_config import FinetuneError, TaskSettings
 from albert_jax.train.config import TrainerConfig
 from albert_jax.train.workdir import load_source, read_config, read_tokenizer
 
@@ -109,11 +109,11 @@ def dataset_to_build(config) -> str:
     (train.EXT, dev.EXT, test.EXT, one extension). A missing file anywhere else is the user's (a
     typo in their own directory must not have ours built over it), and a dataset already there
     is never built again (its files may have been edited): `check_files` names the file."""
-    t = config.task
-    name, home = t.get("prepare", ""), t.get("prepare_dir", "")
+    t = TaskSettings.from_config(config.task)
+    name, home = t.prepare, t.prepare_dir
     if not name or not home or not t.train or epath.Path(home).exists():
         return ""
-    given = {split: t.get(split, "") for split in SPLITS if t.get(split, "")}
+    given = {split: t.path(split) for split in SPLITS if t.path(split)}
     exts = {os.path.splitext(path)[1] for path in given.values()}
     for split, path in given.items():
         stem, where = os.path.splitext(os.path.basename(path))[0], os.path.dirname(path)
@@ -125,11 +125,11 @@ def dataset_to_build(config) -> str:
 def check_files(config) -> None:
     """Every data file named in task.train / dev / test exists (a file, or a directory of
     files: RACE's dev/)."""
-    t = config.task
+    t = TaskSettings.from_config(config.task)
     for split in SPLITS:
-        path = t.get(split, "")
+        path = t.path(split)
         if path and not epath.Path(path).exists():
-            name, home = t.get("prepare", ""), t.get("prepare_dir", "")
+            name, home = t.prepare, t.prepare_dir
             hint = ""
             if name and home and epath.Path(home).exists():
                 hint = (

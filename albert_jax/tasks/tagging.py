@@ -14,7 +14,8 @@ from albert_jax.model.losses import cross_entropy
 from albert_jax.tasks import classification
 from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
-from albert_jax.tasks.finetuning import FinetuneTask
+from albert_jax.tasks.finetune_config import TaggingSettings
+from albert_jax.tasks.finetuning import FinetuneReader, FinetuneTask
 
 
 class TaggingTask(FinetuneTask):
@@ -59,42 +60,46 @@ class TaggingTask(FinetuneTask):
         golds = [t for r in rows for t in r.get("tags", ())]
         return M.prediction_collapse(tags, f"words ({len(rows)} sentences)", "predicted", golds)
 
-    # --- the data side (`FinetuneData` reads and featurizes with these before a task exists)
-    # the tag set is chosen and checked as classes are
-    labels = staticmethod(classification.class_labels)
 
-    @staticmethod
-    def read(path, t):
+class TaggingReader(FinetuneReader):
+    """The data side (`FinetuneData` reads and featurizes with it before a task exists): CoNLL
+    or JSONL words and tags, checked against the settings' scheme."""
+
+    settings: TaggingSettings
+
+    def read(self, path):
         examples = D.read_conll(path)
-        check_scheme(examples, os.fspath(path), t.get("scheme", "BIO"))
+        check_scheme(examples, os.fspath(path), self.settings.scheme)
         return examples, {}
 
-    @staticmethod
-    def check_targets(examples, t) -> None:
+    def check_targets(self, examples) -> None:
         if ex := classification.first_without(examples, "tags"):
             raise D.DataError(
-                f"task.train {t.train}: {ex.where}: no tag column (training needs lines of "
-                "`word ... tag`, tab- or space-separated)"
+                f"task.train {self.settings.train}: {ex.where}: no tag column (training needs "
+                "lines of `word ... tag`, tab- or space-separated)"
             )
 
-    @staticmethod
-    def featurize(examples, data, t):
+    def labels(self, data) -> list[str] | None:
+        # the tag set is chosen and checked as classes are
+        return classification.class_labels(data, self.settings)
+
+    def featurize(self, examples, data):
         return D.featurize_tagging(
             examples,
             data.tokenizer,
             data.max_seq_length,
             data.labels,
-            bool(t.get("space_between_words", True)),
+            bool(self.settings.space_between_words),
         )
 
-    @staticmethod
-    def head_fields(data, t) -> dict:
+    def head_fields(self, data) -> dict:
+        s = self.settings
         return {
             "type": "token_classification",
             "num_labels": len(data.labels or [0]),
             "labels": data.labels,
-            "scheme": t.scheme,
-            "space_between_words": bool(t.space_between_words),
+            "scheme": s.scheme,
+            "space_between_words": bool(s.space_between_words),
         }
 
 
@@ -106,6 +111,7 @@ def _row(example: D.TaggedExample, **fields) -> dict[str, Any]:
 
 
 Task = TaggingTask  # the task of this module's types (`finetuning.TASK_MODULES`)
+Reader = TaggingReader  # its data side
 
 
 def check_scheme(examples, path: str, scheme: str) -> None:

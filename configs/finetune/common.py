@@ -21,7 +21,7 @@ results.json and summary.json then say `"init": "none", "random_init": true`.
 import ml_collections
 from ml_collections import config_dict
 
-from albert_jax.tasks.finetune_config import FinetuneConfig
+from albert_jax.tasks.finetune_config import FinetuneConfig, task_section
 from albert_jax.train.config import TrainerConfig
 from albert_jax.train.optim import default_optim_config
 
@@ -90,23 +90,7 @@ def get_common(task_type: str) -> ml_collections.ConfigDict:
     c.optim.learning_rate = 2e-5  # use_new_task_defaults: on dev (tsv.py, ner.py, cloze.py)
     c.optim.end_lr = 0.0
     c.optim.power = 1.0
-    c.task = ml_collections.ConfigDict(
-        {
-            "type": task_type,  # classification | regression | tagging
-            "train": "",
-            "dev": "",
-            "test": "",
-            "prepare": "",  # a finetune.prepare dataset built when `train` is missing ...
-            "prepare_dir": "",  # ... and train / dev / test are its files here (use_prepared)
-            "max_seq_length": 128,
-            "labels": (),  # () = the sorted labels of the training file
-            # classification / regression files (TSV/CSV with a header, or JSONL)
-            "text_a": "text",
-            "text_b": "",
-            "label": "label",
-            # tagging (CoNLL: word<TAB>tag, blank line between sentences)
-            "scheme": "BIO",  # BIO | BMES
-            "space_between_words": True,  # False for Chinese (no spaces between words)
-        }
-    )
+    # The task's leaves: its kind's and the classification and tagging ones, documented where
+    # their defaults live (albert_jax/tasks/finetune_config.py).
+    c.task = task_section(task_type)
     return c

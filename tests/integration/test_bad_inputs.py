@@ -21,6 +21,7 @@ from albert_jax.experiments import datasets
 from albert_jax.tasks import data as D
 from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import pretraining, start, tagging
+from albert_jax.tasks.finetune_config import TaggingSettings
 from albert_jax.train import optim, trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -589,12 +590,12 @@ def test_a_tag_outside_the_scheme_is_refused_where_it_is_read(tmp_path):
     conll = tmp_path / "tags.conll"
     conll.write_text("-DOCSTART-\n\nParis\tB-LOC\nis\tO\n\nACME\tS-ORG\nsells\tO\n\n")
     with pytest.raises(D.DataError, match=rf"{conll}:6: tag 'S-ORG' is not a BIO tag"):
-        tagging.Task.read(conll, ml_collections.ConfigDict({"scheme": "BIO"}))
-    assert len(tagging.Task.read(conll, ml_collections.ConfigDict({"scheme": "BMES"}))[0]) == 2
+        tagging.Reader(TaggingSettings(scheme="BIO")).read(conll)
+    assert len(tagging.Reader(TaggingSettings(scheme="BMES")).read(conll)[0]) == 2
     jsonl = tmp_path / "tags.jsonl"
     jsonl.write_text('{"words": ["a"], "tags": ["O"]}\n{"words": ["b", "c"], "tags": ["O", "X"]}\n')
     with pytest.raises(D.DataError, match=rf"{jsonl}:2: tag 'X' is not a BIO tag"):
-        tagging.Task.read(jsonl, ml_collections.ConfigDict({"scheme": "BIO"}))
+        tagging.Reader(TaggingSettings(scheme="BIO")).read(jsonl)
 
 
 def test_regression_labels_must_fit_the_loss(tmp_path):
