@@ -46,19 +46,14 @@ from albert_jax import cli
 from albert_jax.model import presets
 from albert_jax.model.heads import AlbertForSequenceClassification
 from albert_jax.train import partitioning, trainer
-from albert_jax.train.task import Task
+from albert_jax.train.task import Job, Task
 
 SIZES = ("tiny", "small", "base", "large", "xlarge", "xxlarge")
 CLASSIFIER_DROPOUT = 0.1
 
 
-class ClassificationTask:
-    """The trainer's task interface, reduced to what the train step needs."""
-
-    # the defaults
-    finish_metrics, stacked_paths, model_configs = (
-        Task.finish_metrics, Task.stacked_paths, Task.model_configs
-    )  # fmt: skip
+class ClassificationTask(Task):
+    """A sequence-classification task model (the trainer's `Task`) on synthetic batches."""
 
     def __init__(self, model_config, batch_size: int):
         self.model_config, self.global_batch_size = model_config, batch_size
@@ -84,6 +79,13 @@ class ClassificationTask:
         nll = optax.softmax_cross_entropy_with_integer_labels(out.logits, batch["labels"])
         correct = (jnp.argmax(out.logits, -1) == batch["labels"]).astype(jnp.float32)
         return nll.sum() / norms["n"], {"accuracy": correct.sum() / norms["n"]}
+
+    def eval_step(self, params, batch):
+        return self.loss(params, batch, self.normalizers(batch), None)[1]
+
+    def job(self) -> Job:
+        """What the trainer compiles (no data is read: the benchmark feeds its own batches)."""
+        return Job(self, lambda index, count: iter(()), self.global_batch_size, 0, 0.0)
 
 
 def model_config_for(args, layout: str):
@@ -135,7 +137,8 @@ def compiled_task(config, task, mesh_shape=(1, 1, 1)):
     ('data', 'fsdp', 'tensor') mesh of the first devices (one by default)."""
     with config.unlocked():
         config.mesh_shape = tuple(mesh_shape)
-    return trainer.compile_task(config, task, devices=jax.devices()[: math.prod(mesh_shape)])
+    devices = jax.devices()[: math.prod(mesh_shape)]
+    return trainer.compile_task(config, task.job(), devices=devices)
 
 
 def compile_step(config, task, batch: dict):

@@ -119,7 +119,7 @@ def per_step(clock, steps: int) -> dict[str, float]:
 
 def device_step(config, batches, steps: int) -> dict[str, float]:
     """The compiled step alone, back to back on batches already on device."""
-    run = trainer.compile_task(config, make_task(config, batches))
+    run = trainer.compile_task(config, make_task(config, batches).job())
     with run.scope():
         state = run.initial_state(0)
         placed = [trainer.global_batch(b, run.mesh) for b in batches]
@@ -138,7 +138,7 @@ def loop_step(config, batches, steps: int) -> dict[str, float]:
     clock = []
     with tempfile.TemporaryDirectory() as workdir:
         with contextlib.redirect_stdout(sys.stderr):  # stdout: the JSON document alone
-            trainer.train(config, workdir, make_task(config, batches, clock))
+            trainer.train(config, workdir, make_task(config, batches, clock).job())
         root = logging.getLogger()
         for h in [h for h in root.handlers if getattr(h, "baseFilename", "").startswith(workdir)]:
             root.removeHandler(h)  # the run's train.log

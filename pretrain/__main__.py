@@ -138,7 +138,7 @@ def _pretrain(config, plan: Plan):
             flush=True,
         )
         plan = plan.replace(total_steps=steps).with_optim(total_steps=steps)
-    train(config, _WORKDIR.value, task, plan)
+    train(config, _WORKDIR.value, task.job(), plan)
     if jax.process_index() == 0:
         write_model(_WORKDIR.value, plan.total_steps)
     if jax.process_count() > 1:  # the others wait, so no process exits while it writes

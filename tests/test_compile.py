@@ -77,7 +77,9 @@ def _cpu_collectives(layers: int, accum: int, layout: str = "all") -> dict:
         intermediate_size=16, max_position_embeddings=16,
     ).with_layout(layout)  # fmt: skip
     config = make_config(total_steps=2, mesh_shape=(2, 2, 1), grad_accum_steps=accum)
-    run = trainer.compile_task(config, make_task(config, model=model), devices=jax.devices()[:4])
+    run = trainer.compile_task(
+        config, make_task(config, model=model).job(), devices=jax.devices()[:4]
+    )
     batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in make_global_batch(0).items()}
     stats = hlo.collective_stats(run.lower(batch).compile().as_text())
     return {k: s["executed"] for k, s in stats.items()}
@@ -163,7 +165,7 @@ def test_profile_steps_write_a_trace_for_tensorboard(tmp_path):
     """--config.profile_steps=2:4 traces steps 2-3 into WORKDIR/tensorboard (the profile
     plugin's plugins/profile/RUN/*.xplane.pb); a bad range is one line."""
     config = make_config(total_steps=4, checkpoint_every=4, profile_steps="2:4")
-    trainer.train(config, str(tmp_path), make_task(config))
+    trainer.train(config, str(tmp_path), make_task(config).job())
     traces = glob.glob(str(tmp_path / "tensorboard/plugins/profile/*/*.xplane.pb"))
     assert len(traces) == 1 and os.path.getsize(traces[0]) > 0
     for bad in ("4:2", "x"):

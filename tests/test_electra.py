@@ -209,7 +209,7 @@ def test_electra_resume_is_bit_exact(tmp_path):
 
     def run(workdir, steps):
         config = make_config(total_steps=steps, **kw)
-        return trainer.train(config, str(workdir), make_task(config))
+        return trainer.train(config, str(workdir), make_task(config).job())
 
     run(tmp_path / "straight", 6)
     run(tmp_path / "resumed", 4)

@@ -84,7 +84,7 @@ def test_a_legacy_unrolled_train_state_resumes_scanned(tmp_path):
     ckpt = Checkpointer(str(work / "checkpoints"))
     try:
         state, step = ckpt.restore_latest(
-            compile_task(run, task).abstract, task.train_iterator(0, 1)
+            compile_task(run, task.job()).abstract, task.train_iterator(0, 1)
         )
     finally:
         ckpt.close()
@@ -95,8 +95,8 @@ def test_a_legacy_unrolled_train_state_resumes_scanned(tmp_path):
     old_mu = next(s for s in old["opt_state"][1] if isinstance(s, dict) and "mu" in s)["mu"]
     assert_canonical(mu.mu, old_mu)
 
-    train(run, str(work), make_task(run, model=config_model.replace(scan_layers=True)))
-    train(run, str(straight), make_task(run, model=config_model))
+    train(run, str(work), make_task(run, model=config_model.replace(scan_layers=True)).job())
+    train(run, str(straight), make_task(run, model=config_model).job())
     a, b = (raw(str(d / "checkpoints" / "4" / "state")) for d in (work, straight))
     for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-7)

@@ -330,7 +330,7 @@ def test_a_batch_that_does_not_split_over_the_devices_is_named(texts, tmp_path):
     d.tokenizer_model, d.vocab_size = SP_FIXTURE, 120
     d.data_dir, d.global_batch_size = str(tmp_path / "data"), 4
     with pytest.raises(TrainConfigError, match="batch of 4 .* 8 devices .* multiple of 8"):
-        train(config, str(tmp_path / "w"), PretrainingTask(config, resolve_paths(d)))
+        train(config, str(tmp_path / "w"), PretrainingTask(config, resolve_paths(d)).job())
 
 
 def test_a_warmup_longer_than_the_run_is_named(texts, tmp_path):
@@ -351,7 +351,7 @@ def test_a_warmup_longer_than_the_run_is_named(texts, tmp_path):
     with pytest.raises(
         TrainConfigError, match=r"optim: .*warmup_steps \(100\) <= total_steps \(20\)"
     ):
-        train(config, str(workdir), PretrainingTask(config, resolve_paths(d)))
+        train(config, str(workdir), PretrainingTask(config, resolve_paths(d)).job())
     assert not os.path.exists(workdir / "checkpoints")
 
 

@@ -25,7 +25,7 @@ def run(workdir, scan: bool, steps: int):
     config = make_config(total_steps=steps, checkpoint_every=3, **{"optim.total_steps": N})
     model = tiny_model_config().replace(attention_groups=1, scan_layers=scan)
     model = model.replace(ffn_groups=model.num_layers)
-    train(config, str(workdir), make_task(config, model=model))
+    train(config, str(workdir), make_task(config, model=model).job())
 
 
 @pytest.fixture(scope="module")

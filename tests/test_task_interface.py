@@ -41,7 +41,7 @@ def test_each_task_type_builds_from_config_trains_and_evaluates(task_type, model
     plan = plan.with_optim(**runs.resolve_learning_rate(config, task.model_config)[0])
     task.config = plan.record(config)
 
-    compiled = compile_task(config, task, plan=plan)
+    compiled = compile_task(config, task.job(), plan=plan)
     with compiled.scope():
         state = compiled.initial_state(0)
         batch = next(task.train_iterator(0, 1))
@@ -74,7 +74,7 @@ def test_pretraining_trains_and_evaluates_as_predict_then_score(objective, metri
     config = make_config(objective=objective, eval_batches=2, eval_split="dev")
     task = make_pretraining_task(config)
     assert isinstance(task, Task)
-    compiled = compile_task(config, task)
+    compiled = compile_task(config, task.job())
     with compiled.scope():
         state = compiled.initial_state(0)
         batch = next(task.train_iterator(0, 1))

@@ -212,7 +212,7 @@ def test_checkpoint_with_a_raw_key_resumes(tmp_path):
         m = AlbertConfig(vocab_size=97, embedding_size=8, hidden_size=8, num_layers=2,
             num_heads=2, intermediate_size=16, max_position_embeddings=16, hidden_dropout=0.1)
         c = make_config(total_steps=4, checkpoint_every=4, **{'optim.total_steps': 6})
-        train(c, '/tmp/old_run', make_task(c, model=m))"
+        train(c, '/tmp/old_run', make_task(c, model=m).job())"
         cp -r /tmp/old_run/checkpoints/4 tests/fixtures/main_train_state/4
     """
     from albert_jax import AlbertConfig
@@ -231,7 +231,7 @@ def test_checkpoint_with_a_raw_key_resumes(tmp_path):
     ckpt = Checkpointer(str(old / "checkpoints"))
     try:  # restored as the typed key the step expects (a raw one would compile a second step)
         state, step = ckpt.restore_latest(
-            compile_task(config, task).abstract, task.train_iterator(0, 1)
+            compile_task(config, task.job()).abstract, task.train_iterator(0, 1)
         )
     finally:
         ckpt.close()
@@ -239,7 +239,7 @@ def test_checkpoint_with_a_raw_key_resumes(tmp_path):
     assert np.array_equal(jax.random.key_data(state.rng), saved["rng"])
     for workdir in (old, straight):
         config = make_config(total_steps=N, checkpoint_every=4, **mesh)
-        train(config, str(workdir), make_task(config, model=model))
+        train(config, str(workdir), make_task(config, model=model).job())
     assert ckpt_steps(old) == [4, 6] and sorted(read_metrics(old)) == [5, 6]
     a, b = load_state(old, N), load_state(straight, N)
     assert np.array_equal(a["rng"], saved["rng"]) and np.array_equal(a["rng"], b["rng"])
@@ -269,7 +269,7 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
     with pytest.raises(
         NonFiniteLossError, match=r"loss is nan at step 3.*last good checkpoint \(step 2\)"
     ):
-        train(config, str(tmp_path), task)
+        train(config, str(tmp_path), task.job())
     assert ckpt_steps(tmp_path) == [2]
     state = load_state(tmp_path, 2)
     assert int(state["step"]) == 2
@@ -280,7 +280,7 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
 def test_nonfinite_loss_before_any_checkpoint_claims_none(tmp_path):
     config = make_config(total_steps=N)
     with pytest.raises(NonFiniteLossError, match=r"at step 1; .* No checkpoint was written"):
-        train(config, str(tmp_path), make_task(config, inf_at=0))
+        train(config, str(tmp_path), make_task(config, inf_at=0).job())
     assert ckpt_steps(tmp_path) == []
 
 
@@ -291,7 +291,7 @@ def test_a_float16_model_is_refused_before_compiling():
     for fields in ({"dtype": "float16"}, {"param_dtype": "float16"}):
         task = make_task(config, model=trainer_worker.tiny_model_config().replace(**fields))
         with pytest.raises(trainer.TrainConfigError, match="float16 cannot train: there is no"):
-            compile_task(config, task)
+            compile_task(config, task.job())
 
 
 # --------------------------------------------------------------------------- metrics output
@@ -369,7 +369,7 @@ def test_nonfinite_loss_between_log_steps_names_its_step(tmp_path):
     """Batch 1 (step 2) is poisoned and the first read is at step 3: the error names step 2."""
     config = make_config(total_steps=N, log_every=3, checkpoint_every=6)
     with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 2; .*No checkpoint was"):
-        train(config, str(tmp_path), make_task(config, inf_at=1))
+        train(config, str(tmp_path), make_task(config, inf_at=1).job())
     assert ckpt_steps(tmp_path) == [] and read_metrics(tmp_path) == {}
 
 

@@ -126,7 +126,7 @@ def initial_params(task, seed=0):
 def test_each_logged_loss_equals_the_model_on_that_batch_with_those_params(tmp_path):
     config = make_config(total_steps=3, checkpoint_every=1)
     task = make_task(config)
-    train(config, str(tmp_path), task)
+    train(config, str(tmp_path), task.job())
     rows = read_metrics(tmp_path)
     params = initial_params(task)
     for step in (1, 2, 3):
@@ -145,7 +145,7 @@ def test_dropout_and_evaluation_on_grouped_and_unshared_layouts(tmp_path, layout
     )
     config = make_config(total_steps=3, checkpoint_every=3, eval_every=3, eval_batches=2)
     task = make_task(config, model=model)
-    train(config, str(tmp_path), task)
+    train(config, str(tmp_path), task.job())
     rows = read_metrics(tmp_path)
     start = initial_params(task)
     # Training applies dropout: step 1's loss is not the deterministic one, but close to it

@@ -133,7 +133,7 @@ def main(spec: dict) -> None:
 
     config = make_config(**spec.get("config", {}))
     task = make_task(config, spec.get("sleep_from"), spec.get("inf_at"), spec.get("delay_from"))
-    last = train(config, spec["workdir"], task)
+    last = train(config, spec["workdir"], task.job())
     if "result" in spec:
         with open(spec["result"], "w") as f:
             json.dump(last, f)

@@ -52,7 +52,7 @@ from albert_jax.tasks.start import RANDOM_INIT, blank_source, load_init
 from albert_jax.train.config import TrainerConfig
 from albert_jax.train.faults import crash_point
 from albert_jax.train.optim import check_optim_config, regex_list
-from albert_jax.train.task import Task
+from albert_jax.train.task import Callbacks, Evaluator, Job, Start, Task
 from albert_jax.train.trainer import to_host
 from albert_jax.train.workdir import read_tokenizer
 
@@ -219,11 +219,13 @@ class FinetuneData:
 # ---------------------------------------------------------------- tasks
 
 
-class FinetuneTask(Task):
-    """What every fine-tuning task shares: model, iterators, evaluation, saving (a task module's
-    `Task` adds `targets`, `normalizers`, `loss`, `eval_step` and `score(split, predictions)` ->
-    (rows, metrics), the rows being the readable predictions written for a final split; a task
-    that drives the model itself, as generation does, also its own `predict`)."""
+class FinetuneTask(Task, Evaluator):
+    """What every fine-tuning task shares: the task model and evaluator of `data`, and the `job`
+    the trainer runs (training batches, the starting weights, keeping the best model, the layer
+    drift log). A task module's `Task` adds `targets`, `normalizers`, `loss`, `eval_step` and
+    `score(split, predictions)` -> (rows, metrics), the rows being the readable predictions
+    written for a final split; a task that drives the model itself, as generation does, also its
+    own `predict`."""
 
     progress_keys = ("loss", "accuracy", "learning_rate")
     final_splits = ("dev", "test")
@@ -258,7 +260,24 @@ class FinetuneTask(Task):
         )
         return make_task(config, FinetuneData(config, splits, source=source), workdir)
 
-    # --- trainer interface
+    def job(self) -> Job:
+        """The trainer's job: this task, its training batches and evaluation, the starting weights
+        and the run-side callbacks."""
+        callbacks = Callbacks(
+            progress_keys=self.progress_keys,
+            best_metric=self.best_metric,
+            save_model=self.save_model,
+            final_splits=self.final_splits,
+            results_info=self.results_info,
+            on_evaluation=self.on_evaluation,
+        )
+        start = Start(self.pretrained_params, self.fresh_params, self.init_source)
+        return Job(
+            self, self.train_iterator, self.global_batch_size, self.seq_length,
+            self.flops_per_example(), evaluator=self, start=start, callbacks=callbacks,
+        )  # fmt: skip
+
+    # --- the task model
     def dummy_batch(self):
         return {"input_ids": jnp.zeros((1, 8), jnp.int32)}
 

@@ -168,10 +168,11 @@ def _rounds(record, want, config, plan, data, path, fallback, stop) -> dict[str,
             short = trial_plan(plan, data.settings.warmup_fraction, steps)
             task = make_task(short.record(config), data)
             task.warn_collapse = False  # a collapsed trial is expected: the table says so
-            compiled = compile_task(config, task, extra_tx=TRIAL_RATE(step_size=1.0), plan=short)
+            job, rate = task.job(), TRIAL_RATE(step_size=1.0)
+            compiled = compile_task(config, job, extra_tx=rate, plan=short)
             with compiled.scope():
                 for lr in todo:
-                    trial = _trial(compiled, task, lr, steps, want["seed"], stop)
+                    trial = _trial(compiled, lr, steps, want["seed"], stop)
                     if trial is None:
                         return None
                     record["trials"].append(trial)
@@ -205,7 +206,7 @@ def _rounds(record, want, config, plan, data, path, fallback, stop) -> dict[str,
     return record
 
 
-def _trial(compiled, task, lr: float, steps: int, seed: int, stop) -> dict[str, Any] | None:
+def _trial(compiled, lr: float, steps: int, seed: int, stop) -> dict[str, Any] | None:
     """One trial at peak rate `lr` for `steps`: fresh weights, the seed's data order, dev
     scored. None when SIGTERM came (`stop`): the trial is dropped, to run again on resume."""
     t0 = time.perf_counter()
@@ -213,7 +214,7 @@ def _trial(compiled, task, lr: float, steps: int, seed: int, stop) -> dict[str, 
     rate = optax.tree_utils.tree_get(state.opt_state, "step_size")
     rate = jax.device_put(jnp.asarray(lr, rate.dtype), rate.sharding)
     state = state.replace(opt_state=optax.tree_utils.tree_set(state.opt_state, step_size=rate))
-    it = task.train_iterator(jax.process_index(), jax.process_count())
+    it = compiled.job.train_iterator(jax.process_index(), jax.process_count())
     batches = DevicePrefetch(it, lambda local: global_batch(local, compiled.mesh))
     hooks = loop.Hooks(preempted=lambda step: stop.requested)  # every other hook off
     done = loop.run(compiled.step_fn, state, batches, 0, steps, hooks)
@@ -222,7 +223,7 @@ def _trial(compiled, task, lr: float, steps: int, seed: int, stop) -> dict[str, 
     loss = float(jax.device_get(done.metrics["loss"]))
     finite = bool(np.isfinite(loss))
     values = compiled.evaluate(done.state.params, steps) if finite else {}
-    metric, mode = task.best_metric
+    metric, mode = compiled.job.callbacks.best_metric
     score = values.get(metric)
     return {
         "learning_rate": lr,

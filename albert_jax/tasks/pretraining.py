@@ -27,7 +27,7 @@ from albert_jax.model.albert import AlbertForPreTraining
 from albert_jax.model.flops import train_flops_per_sequence
 from albert_jax.model.losses import mlm_denominator, pretraining_loss
 from albert_jax.tasks.pretrain_config import OBJECTIVES, PretrainConfig
-from albert_jax.train.task import Task
+from albert_jax.train.task import Callbacks, Evaluator, Job, Start, Task
 from albert_jax.train.workdir import load_workdir, workdir_steps
 
 # Batch fields the evaluation's majority baselines are computed from.
@@ -101,8 +101,11 @@ def make_task(config, data_config, pretrained=None):
     return PretrainingTask(config, data_config, pretrained=pretrained)
 
 
-class PretrainingTask(Task):
-    """`albert_jax.train.task.Task` for MLM + SOP/NSP (or MLM-only) pretraining."""
+class PretrainingTask(Task, Evaluator):
+    """MLM + SOP/NSP (or MLM-only) pretraining: the task model and its evaluator (held-out
+    batches, `predict` then `score`); `job()` is what the trainer runs."""
+
+    init_source = "pretrained weights"
 
     def __init__(self, config, data_config, model_config=None, pretrained=None):
         """`pretrained`: a `convert.Source` to start from (continued pretraining); the trainer
@@ -124,6 +127,19 @@ class PretrainingTask(Task):
         self.progress_keys = ("loss", "mlm_accuracy", *sentence, "learning_rate")
         self.global_batch_size = int(data_config.global_batch_size)
         self.seq_length = int(data_config.max_seq_length)
+
+    def job(self) -> Job:
+        """The trainer's job: this task with its training batches, evaluation and start."""
+        return Job(
+            self,
+            self.train_iterator,
+            self.global_batch_size,
+            self.seq_length,
+            self.flops_per_example(),
+            evaluator=self,
+            start=Start(self.pretrained_params, source=self.init_source),
+            callbacks=Callbacks(progress_keys=self.progress_keys),
+        )
 
     def _mode(self) -> str:
         """The sentence task of the data section's pairs ('sop' / 'nsp')."""
@@ -205,12 +221,15 @@ class PretrainingTask(Task):
     def check_eval_split(self) -> None:
         """An eval split that fills no batch, refused before training (not `eval_every` steps
         in, at the first evaluation)."""
-        where = (jax.process_index(), jax.process_count())
-        if int(self.config.eval_every) <= 0 or next(self.eval_iterator(*where), None) is not None:
-            return
+        if int(self.config.eval_every) > 0:
+            where = (jax.process_index(), jax.process_count())
+            if next(self.eval_iterator(*where), None) is None:
+                raise self._small_eval_split()
+
+    def _small_eval_split(self) -> DataConfigError:
         split = self.config.eval_split
         docs = len(corpus.open_source(self.data, split))
-        raise DataConfigError(
+        return DataConfigError(
             f"eval_split {split!r} of the {corpus.corpus_name(self.data)!r} corpus "
             f"({self.data.data_dir}) holds {docs} documents, fewer examples than one batch of "
             f"{self.global_batch_size}: give it more documents (e.g. "
@@ -370,9 +389,6 @@ class ElectraTask(PretrainingTask):
             raise ObjectiveError(
                 "cross_eval needs the sentence head: --config.electra.sentence_head=True"
             )
-
-    def model_configs(self):
-        return (self.model_config, self.generator_config)
 
     def stacked_paths(self) -> frozenset[str]:
         """Both encoders' layer-axis leaves, each under its own layout."""

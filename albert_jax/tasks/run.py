@@ -128,7 +128,7 @@ def _run(config, workdir: str) -> dict[str, Any]:
         task = make_task(seeded.record(config), data, wd)
         if searched:
             task.results_info["lr_search"] = searched
-        train(config, wd, task, seeded)
+        train(config, wd, task.job(), seeded)
         if not epath.Path(wd, "results.json").exists():  # stopped by SIGTERM, checkpoint saved
             if jax.process_index() == 0:
                 print(f"stopped before step {seeded.total_steps}: rerun to resume", flush=True)

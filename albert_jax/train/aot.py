@@ -56,7 +56,7 @@ def _param_bytes(abstract_params) -> int:
 def compile_for(config, task, topology: Topology, devices=None):
     """(compiled or the compiler's out-of-memory error, CompiledTask, compile seconds)."""
     t0 = time.perf_counter()
-    run = compile_task(config, task, devices=devices or topology.devices())
+    run = compile_task(config, task.job(), devices=devices or topology.devices())
     lowered = run.lower(task.batch_spec())
     try:
         compiled = lowered.compile()

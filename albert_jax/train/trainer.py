@@ -1,12 +1,13 @@
 """One trainer for pretraining and fine-tuning: sharded train state, jitted step with gradient
 accumulation, evaluation, orbax checkpoints with exact resume, metrics.
 
-A *task* (`albert_jax.train.task.Task`: the pretraining tasks and the fine-tuning tasks in
-`albert_jax.tasks`) supplies everything that differs between jobs; `train()` knows no task by name.
-Its loss and metrics are sums over the examples it is given divided by normalizers computed on the
-whole global batch, so the micro-batch contributions add up to exactly the full-batch values.
-Evaluation is the task's: the trainer hands it a function that runs the jitted `eval_step` on a
-process-local batch and returns the gathered global outputs on the host.
+A *job* (`albert_jax.train.task.Job`: the task model, its data, evaluator, starting weights and
+callbacks; pretraining's and every fine-tuning task's in `albert_jax.tasks`) supplies everything
+that differs between jobs; `train()` knows no task by name. The task's loss and metrics are sums
+over the examples it is given divided by normalizers computed on the whole global batch, so the
+micro-batch contributions add up to exactly the full-batch values. Evaluation is the evaluator's:
+the trainer hands it a function that runs the jitted `eval_step` on a process-local batch and
+returns the gathered global outputs on the host.
 
 Exact resume: the state holds the step, parameters, optimizer state and a base key; the dropout
 key of step s is fold_in(key, s), the learning rate a function of s, and the data iterator state
@@ -50,7 +51,7 @@ from albert_jax.train.loop import StopSignal
 from albert_jax.train.metrics import MetricWriter, Progress, log_to_file
 from albert_jax.train.optim import check_patterns, make_optimizer, path_matcher
 from albert_jax.train.prefetch import DevicePrefetch
-from albert_jax.train.task import Task
+from albert_jax.train.task import Job, Task
 
 
 def check_batch(batch_size: int, accum: int, mesh) -> None:
@@ -189,10 +190,10 @@ def create_state(task, tx, mesh, rules):
 
 @dataclasses.dataclass
 class CompiledTask:
-    """A task's mesh, state shardings and jitted functions: what one training run (or every
+    """A job's mesh, state shardings and jitted functions: what one training run (or every
     trial of the learning-rate search, `albert_jax.tasks.lr_search`) compiles once."""
 
-    task: Any
+    job: Job
     mesh: Any
     rules: tuple
     shardings: Any
@@ -221,19 +222,17 @@ class CompiledTask:
             return self.step_fn.lower(self.abstract, batch)
 
     def initial_state(self, seed: int, announce: bool = False) -> TrainState:
-        """Fresh state for `seed` with the task's pretrained weights loaded (`load_pretrained`);
+        """Fresh state for `seed` with the job's starting weights loaded (`load_pretrained`);
         `announce`: print what was loaded, what is new and what was dropped."""
-        task = self.task
+        start = self.job.start
         state = self.init_fn(jax.random.key(seed))
-        source = task.pretrained_params()
+        source = start.params()
         if source is None:
             return state
-        params, report = load_pretrained(
-            state.params, source, self.shardings.params, task.fresh_params
-        )
+        params, report = load_pretrained(state.params, source, self.shardings.params, start.fresh)
         if announce:
             print(
-                f"initialized from {task.init_source}: "
+                f"initialized from {start.source}: "
                 f"loaded {len(report['loaded'])} ({_summarize(report['loaded'])}), "
                 f"new {len(report['new'])} ({_summarize(report['new'])}), dropped "
                 f"{len(report['dropped'])} ({_summarize(report['dropped'])})",
@@ -243,32 +242,32 @@ class CompiledTask:
         return state.replace(params=params)
 
     def evaluate(self, params, step, split=None):
-        """The task's evaluation of `params` (`task.evaluate`), each batch through `eval_fn`."""
+        """The evaluator's metrics of `params` (`evaluate`), each batch through `eval_fn`."""
 
         def run(local):
             return to_host(self.eval_fn(params, global_batch(local, self.mesh)))
 
         run.params = params  # for tasks that drive the model themselves (generation)
-        return self.task.evaluate(run, step, split)
+        return self.job.evaluator.evaluate(run, step, split)
 
 
 def compile_task(
     config,
-    task: Task,
+    job: Job,
     extra_tx: optax.GradientTransformation | None = None,
     devices=None,
     plan: Plan | None = None,
 ):
-    """The `CompiledTask` of `task` under `config` (mesh, accumulation, optimizer) and its
+    """The `CompiledTask` of `job` under `config` (mesh, accumulation, optimizer) and its
     `plan` (default: the config's own, `Plan.of`); `extra_tx` is chained after the optimizer
     (the search's per-trial learning rate). `devices`: what the mesh is made of (default
     `jax.devices()`; compile-only TPU devices for `pretrain.compile`)."""
-    for model_config in task.model_configs():  # ELECTRA trains two networks
-        check_dtype(model_config.dtype, model_config.param_dtype)
+    task = job.task
+    check_dtype(task.model_config.dtype, task.model_config.param_dtype)  # ELECTRA's: the same
     t = TrainerConfig.from_config(config)
     mesh = partitioning.make_mesh(t.mesh_shape, devices, slices=t.slices)
     accum = t.grad_accum_steps
-    check_batch(int(task.global_batch_size), accum, mesh)
+    check_batch(int(job.global_batch_size), accum, mesh)
     rules = t.logical_rules or partitioning.DEFAULT_RULES
     shapes = param_shapes(task)
     optim = (plan or Plan.of(config)).optim_config(config)
@@ -291,7 +290,7 @@ def compile_task(
     )
     eval_fn = jax.jit(task.eval_step, in_shardings=(shardings.params, batch_shard))
     init_fn = jax.jit(init, out_shardings=shardings)
-    return CompiledTask(task, mesh, rules, shardings, abstract, init_fn, step_fn, eval_fn)
+    return CompiledTask(job, mesh, rules, shardings, abstract, init_fn, step_fn, eval_fn)
 
 
 def global_batch(local: dict[str, np.ndarray], mesh) -> dict[str, jax.Array]:
@@ -345,17 +344,17 @@ def _summarize(paths: list[str]) -> str:
     return ", ".join(tops) if tops else "none"
 
 
-def train(config, workdir: str, task: Task, plan: Plan | None = None) -> dict[str, float]:
-    """Train (or resume) to `plan.total_steps` (default: the config's own plan, `Plan.of`);
-    returns the last logged training metrics.
+def train(config, workdir: str, job: Job, plan: Plan | None = None) -> dict[str, float]:
+    """Train (or resume) `job` to `plan.total_steps` (default: the config's own plan,
+    `Plan.of`); returns the last logged training metrics.
 
-    With `task.best_metric`, the best evaluation's parameters are kept as a model checkpoint in
-    `workdir/best` (`best.json` says which step), and at the end `task.final_splits` are
+    With `callbacks.best_metric`, the best evaluation's parameters are kept as a model checkpoint
+    in `workdir/best` (`best.json` says which step), and at the end `callbacks.final_splits` are
     evaluated with them; everything evaluated is also in `workdir/results.json`."""
     maybe_initialize_distributed(config)
     workdir = paths.resolve(workdir)  # orbax wants absolute paths; a bucket URI stays one
     with lock.hold(workdir, enabled=jax.process_index() == 0):  # one run per workdir
-        return _train(config, workdir, task, plan or Plan.of(config))
+        return _train(config, workdir, job, plan or Plan.of(config))
 
 
 # What a run writes into its workdir, all of it rebuilt from the checkpoints or from step 0.
@@ -376,7 +375,7 @@ def start_over(workdir: str) -> None:
             path.unlink()
 
 
-def _train(config, workdir: str, task, plan: Plan) -> dict[str, float]:
+def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
     is_main = jax.process_index() == 0
     t = TrainerConfig.from_config(config)
     if is_main:
@@ -393,12 +392,12 @@ def _train(config, workdir: str, task, plan: Plan) -> dict[str, float]:
         multihost_utils.sync_global_devices("start_over")  # the others wait for the deletion
 
     use_compilation_cache(t.compilation_cache_dir, workdir)
-    run = compile_task(config, task, plan=plan)
-    mesh, shardings = run.mesh, run.shardings
-    batch_size = int(task.global_batch_size)
+    run = compile_task(config, job, plan=plan)
+    mesh, shardings, callbacks = run.mesh, run.shardings, job.callbacks
+    batch_size = int(job.global_batch_size)
     with run.scope():
         step_fn, evaluate = run.step_fn, run.evaluate
-        train_iter = task.train_iterator(jax.process_index(), jax.process_count())
+        train_iter = job.train_iterator(jax.process_index(), jax.process_count())
         batches = DevicePrefetch(train_iter, lambda local: global_batch(local, mesh))
         ckpt = Checkpointer(
             paths.join(workdir, "checkpoints"),
@@ -413,7 +412,7 @@ def _train(config, workdir: str, task, plan: Plan) -> dict[str, float]:
         if is_main:
             print(
                 f"{'resumed from step ' + str(start) if start else 'starting'}: "
-                f"{task.model_config.layout} layout, mesh {dict(mesh.shape)}, "
+                f"{job.task.model_config.layout} layout, mesh {dict(mesh.shape)}, "
                 f"{jax.process_count()} process(es)",
                 flush=True,
             )
@@ -425,18 +424,18 @@ def _train(config, workdir: str, task, plan: Plan) -> dict[str, float]:
             total,
             enabled=is_main,
             bar=t.progress_bar,
-            keys=task.progress_keys,
+            keys=callbacks.progress_keys,
         )
-        best = _Best(workdir, task.best_metric)
+        best = _Best(workdir, callbacks.best_metric)
         stop = StopSignal()
         profile = Profile(t.profile_range(), paths.join(workdir, "tensorboard"))
-        flops_per_step = task.flops_per_example() * batch_size
+        flops_per_step = job.flops_per_example * batch_size
         peak = t.peak_flops_per_device * jax.device_count()
 
         def log(step, values, step_time):
             values["step_time_s"] = step_time
             values["examples_per_s"] = batch_size / step_time
-            values["tokens_per_s"] = values["examples_per_s"] * int(task.seq_length)
+            values["tokens_per_s"] = values["examples_per_s"] * int(job.seq_length)
             values["model_tflops_per_s"] = flops_per_step / step_time / 1e12
             values["train_flops"] = flops_per_step * step  # for equal-compute comparisons
             if peak > 0:
@@ -453,12 +452,13 @@ def _train(config, workdir: str, task, plan: Plan) -> dict[str, float]:
             crash_point("eval", step)
             writer.write(step, values, prefix="eval")
             progress.write(f"step {step}: eval " + _format(values))
-            task.on_evaluation(state.params, step)
+            if callbacks.on_evaluation is not None:
+                callbacks.on_evaluation(state.params, step)
             if best.update(step, values):
                 # to_host: a collective, every process takes part
                 host = to_host(state.params)
                 if is_main:  # written atomically: a crash keeps the previous best
-                    task.save_model(paths.join(workdir, "best"), host, best.record)
+                    callbacks.save_model(paths.join(workdir, "best"), host, best.record)
                 crash_point("best", step)
                 best.commit(is_main)
 
@@ -505,7 +505,7 @@ def _train(config, workdir: str, task, plan: Plan) -> dict[str, float]:
         step, last = result.step, result.synced
 
         if best.enabled and step == total and best.step is not None:
-            _final_evaluation(task, evaluate, best, shardings, workdir, is_main)
+            _final_evaluation(callbacks, evaluate, best, shardings, workdir, is_main)
     if is_main:
         print(json.dumps({"step": step, **last}), flush=True)
     return last
@@ -593,15 +593,15 @@ class _Best:
             paths.write_text(self.path, json.dumps(c, indent=2))
 
 
-def _final_evaluation(task, evaluate, best, shardings, workdir, is_main) -> None:
-    """Evaluate `task.final_splits` with the best parameters (predictions written by the task);
-    results.json gets the best step's metrics and these."""
+def _final_evaluation(callbacks, evaluate, best, shardings, workdir, is_main) -> None:
+    """Evaluate `callbacks.final_splits` with the best parameters (predictions written by the
+    evaluator); results.json gets the best step's metrics and these."""
     crash_point("final")
     _, params = checkpoint.load(paths.join(workdir, "best"))
     params = jax.tree_util.tree_map(jax.device_put, params, shardings.params)
-    results = {**task.results_info}
+    results = {**callbacks.results_info}
     results.update(best_step=best.step, metric=best.name, best_eval=best.record["eval"])
-    for split in task.final_splits:
+    for split in callbacks.final_splits:
         values = evaluate(params, best.step, split)
         results[split] = values
         if is_main:

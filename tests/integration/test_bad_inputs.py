@@ -23,6 +23,7 @@ from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import pretraining, start, tagging
 from albert_jax.tasks.finetune_config import TaggingSettings
 from albert_jax.train import optim, trainer
+from albert_jax.train.config import Plan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKENIZER = os.path.join(ROOT, "tests", "fixtures", "tokenizer_sp")
@@ -374,15 +375,13 @@ def test_a_short_run_warms_up_over_all_its_steps_unless_the_warmup_is_given(caps
 
     config = get_config()
     config.total_steps = 20
-    pretraining.clamp_warmup(config, given=False)
-    assert (
-        config.optim.warmup_steps == 20
-        and "warming up over all 20 steps" in capsys.readouterr().out
-    )
-    optim.check_optim_config(config.optim, 20)
+    assert pretraining.clamp_warmup(config, given=False) == {"warmup_steps": 20}
+    assert "warming up over all 20 steps" in capsys.readouterr().out
+    assert config.optim.warmup_steps != 20  # the plan has it; the config stays as given
+    optim.check_optim_config(Plan.of(config).with_optim(warmup_steps=20).optim_config(config), 20)
     config.optim.warmup_steps = 30
-    pretraining.clamp_warmup(config, given=True)  # the user's own: check_optim_config refuses it
-    assert config.optim.warmup_steps == 30 and not capsys.readouterr().out
+    # the user's own: check_optim_config refuses it
+    assert pretraining.clamp_warmup(config, given=True) == {} and not capsys.readouterr().out
 
 
 def test_bfloat16_on_a_cpu_without_it_warns(monkeypatch):
@@ -627,5 +626,5 @@ def test_a_pretraining_regex_that_matches_no_parameter(tmp_path, field, value, m
 
     config = make_config(**{f"optim.{field}": value})
     with pytest.raises(OptimConfigError, match=re.escape(message) + r" \(the top-level groups: "):
-        train(config, str(tmp_path / "run"), make_task(config))
+        train(config, str(tmp_path / "run"), make_task(config).job())
     assert not (tmp_path / "run" / "checkpoints").exists()

@@ -50,4 +50,4 @@ def assert_trees_equal(a, b):
 
 def run(workdir, **overrides):
     config = make_config(**overrides)
-    return train(config, str(workdir), make_task(config))
+    return train(config, str(workdir), make_task(config).job())
