@@ -83,10 +83,6 @@ class ClassificationTask(Task):
     def eval_step(self, params, batch):
         return self.loss(params, batch, self.normalizers(batch), None)[1]
 
-    def job(self) -> Job:
-        """What the trainer compiles (no data is read: the benchmark feeds its own batches)."""
-        return Job(self, lambda index, count: iter(()), self.global_batch_size, 0, 0.0)
-
 
 def model_config_for(args, layout: str):
     return presets.get(
@@ -131,19 +127,19 @@ def time_interleaved(runs, warmup: int, steps: int) -> list[tuple]:
     ]
 
 
-def compiled_task(config, task, mesh_shape=(1, 1, 1)):
-    """The trainer's `compile_task` for `task` (the function `python -m pretrain`, fine-tuning and
+def compiled_task(config, job: Job, mesh_shape=(1, 1, 1)):
+    """The trainer's `compile_task` for `job` (the function `python -m pretrain`, fine-tuning and
     `pretrain.compile` build their step with: donated state, shardings, accumulation) on a
     ('data', 'fsdp', 'tensor') mesh of the first devices (one by default)."""
     with config.unlocked():
         config.mesh_shape = tuple(mesh_shape)
     devices = jax.devices()[: math.prod(mesh_shape)]
-    return trainer.compile_task(config, task.job(), devices=devices)
+    return trainer.compile_task(config, job, devices=devices)
 
 
-def compile_step(config, task, batch: dict):
+def compile_step(config, job: Job, batch: dict):
     """The step compiled ahead of time: (state, compiled, compile seconds, batch on device)."""
-    run = compiled_task(config, task)
+    run = compiled_task(config, job)
     with run.scope():
         state = run.init_fn(jax.random.key(0))
         sharding = partitioning.batch_sharding(run.mesh)
@@ -153,10 +149,10 @@ def compile_step(config, task, batch: dict):
         return state, compiled, time.perf_counter() - t0, batch
 
 
-def compile_and_time(config, task, batch: dict, warmup: int, steps: int):
+def compile_and_time(config, job: Job, batch: dict, warmup: int, steps: int):
     """`compile_step`, then timed (`time_steps`). Returns (state, compiled, compile seconds,
     first, times, cpu times, metrics)."""
-    state, compiled, compile_s, batch = compile_step(config, task, batch)
+    state, compiled, compile_s, batch = compile_step(config, job, batch)
     state, first, times, cpu, metrics = time_steps(compiled, state, batch, warmup, steps)
     return state, compiled, compile_s, first, times, cpu, metrics
 
@@ -164,9 +160,10 @@ def compile_and_time(config, task, batch: dict, warmup: int, steps: int):
 def measure(args, layout: str) -> dict:
     config = model_config_for(args, layout)
     task = ClassificationTask(config, args.batch)
+    job = Job(task, lambda index, count: iter(()), args.batch, args.seq, 0.0)  # batches: ours
     batch = classification_batch(config.vocab_size, args.batch, args.seq)
     state, compiled, compile_s, first, times, cpu, metrics = compile_and_time(
-        run_config(), task, batch, args.warmup, args.steps
+        run_config(), job, batch, args.warmup, args.steps
     )
     n_params = sum(x.size for x in jax.tree_util.tree_leaves(state.params))
     step_s = statistics.median(times)

@@ -55,7 +55,7 @@ def compiled_step(args, layout: str, dtype: str, remat: str, batch: int):
     args = argparse.Namespace(**{**vars(args), "batch": batch, "remat": remat})
     config = run_config(args, "mlm+sop")
     task = make_task_for(config, model_config(args, layout, dtype, args.scan == "true"))
-    run = compiled_task(config, task, args.mesh)
+    run = compiled_task(config, task.job(), args.mesh)
     data = make_batch(args.vocab, batch, args.seq, args.preds)
     spec = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in data.items()}
     return run.lower(spec).compile(), (run, data)

@@ -126,7 +126,7 @@ def prepare_train(args, objective, layout, dtype, scan) -> dict:
     config = run_config(args, objective)
     task = make_task_for(config, model_config(args, layout, dtype, scan))
     batch = make_batch(args.vocab, args.batch, args.seq, args.preds)
-    state, compiled, compile_s, batch = compile_step(config, task, batch)
+    state, compiled, compile_s, batch = compile_step(config, task.job(), batch)
     flops = task.flops_per_example() * args.batch
     return dict(
         config=task.model_config,

@@ -34,11 +34,10 @@ from albert_jax import cli, paths
 from albert_jax.data import corpus
 from albert_jax.data.config import DataConfig
 from albert_jax.data.pair_check import pair_warning
-from albert_jax.data.pipeline import resolve_paths
+from albert_jax.data.pipeline import check_positions, resolve_paths
 from albert_jax.model import presets
 from albert_jax.tasks.pretrain_config import PretrainConfig
 from albert_jax.tasks.pretraining import (
-    check_positions,
     clamp_warmup,
     make_task,
     objective_leaves,
@@ -96,7 +95,7 @@ def main(argv):
     if warning and jax.process_index() == 0:
         print(warning, flush=True)
     if not pretrain.init:  # else the model is the checkpoint's: checked once it is read
-        check_positions(model, config.data)
+        check_positions(config.data, model)
     # One run per workdir (albert_jax/train/lock.py): two would build one corpus and mix
     # checkpoints. Held from here to the model written.
     with (
@@ -113,7 +112,7 @@ def _pretrain(config, plan: Plan):
     if pretrain.init:
         source, leaves = start_from(config)
         plan = plan.with_leaves(**leaves)
-        check_positions(source.config, config.data)
+        check_positions(config.data, source.config)
     run_config = plan.record(config)  # what the task reads: the config with the plan in it
     data = resolve_paths(run_config.data, _WORKDIR.value)
     if jax.process_index() == 0:
@@ -124,7 +123,8 @@ def _pretrain(config, plan: Plan):
         from jax.experimental import multihost_utils
 
         multihost_utils.sync_global_devices("corpus built")
-    task = make_task(run_config, data, pretrained=source)
+    model = source.config if source is not None else presets.from_run_config(run_config)
+    task = make_task(run_config, data, model, pretrained=source)
     task.check_eval_split()
     warning = pair_warning(task.sentence_head, task.data) if jax.process_index() == 0 else None
     if warning:  # before the start line; train.log keeps it too

@@ -28,8 +28,9 @@ from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from albert_jax import cli, paths  # noqa: E402
+from albert_jax.data.pipeline import check_positions  # noqa: E402
 from albert_jax.model import presets  # noqa: E402
-from albert_jax.tasks.pretraining import check_positions, make_task, objective_leaves  # noqa: E402
+from albert_jax.tasks.pretraining import make_task, objective_leaves  # noqa: E402
 from albert_jax.train import aot, topology  # noqa: E402
 from albert_jax.train.config import Plan  # noqa: E402
 from albert_jax.train.optim import check_optim_config  # noqa: E402
@@ -52,14 +53,14 @@ def main(argv):
         Plan.of(_CONFIG.value).with_leaves(**objective_leaves(_CONFIG.value)).record(_CONFIG.value)
     )
     check_optim_config(config.optim, int(config.optim.total_steps))
-    check_positions(presets.from_run_config(config), config.data)
+    check_positions(config.data, presets.from_run_config(config))
     topo = topology.parse(_TOPOLOGY.value, _SLICES.value)
     with config.unlocked():
         config.slices = topo.slices
     try:
         report = aot.analyze(
             config,
-            lambda c: make_task(c, c.data),
+            lambda c: make_task(c, c.data, presets.from_run_config(c)),
             topo,
             largest_batch=_LARGEST.value,
             hlo_out=_HLO.value,

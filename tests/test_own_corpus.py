@@ -19,6 +19,7 @@ from support.corpus import CPU_SMALL, SP_FIXTURE, check_overrides, one_sentence_
 
 from albert_jax.data import corpus, parallel, pipeline
 from albert_jax.data.documents import expand_inputs
+from albert_jax.model import presets
 from configs.pretrain import common
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -181,7 +182,7 @@ def test_a_too_small_eval_split_is_named(texts, tmp_path):
     seen = []
     for split, batches in [("train[:1]", 0), ("train[:20]", None)]:
         config.eval_split = split
-        task = PretrainingTask(config, data)
+        task = PretrainingTask(config, data, presets.from_run_config(config))
         run = lambda batch: seen.append(len(batch["input_ids"])) or {"loss": float(len(seen))}  # noqa: E731
         if batches == 0:
             small = r"eval_split 'train\[:1\]' of the .* corpus \(.*\) holds 1 documents, .* of 8"
@@ -260,18 +261,20 @@ def test_cross_eval_scores_the_sentence_head_on_both_tasks(texts, tmp_path):
     def run(batch):  # "accuracy" = the share of swapped pairs; a loss to check the rest stays
         return {"sop_accuracy": float(np.mean(batch["swapped"])), "loss": 1.0}
 
-    m = PretrainingTask(config, data).evaluate(run, 0)
+    m = PretrainingTask(config, data, presets.from_run_config(config)).evaluate(run, 0)
     assert m["nsp_task_accuracy"] == m["sop_accuracy"] == 0.0  # own task: the usual metric
     assert 0.3 < m["sop_task_accuracy"] < 0.7 and m["loss"] == 1.0
     # The majority label's accuracy: from the labels of the same held-out pairs.
     labels = {}
     for mode in ("sop", "nsp"):
-        it = PretrainingTask(config, data).eval_iterator(0, 1, mode)
+        it = PretrainingTask(config, data, presets.from_run_config(config)).eval_iterator(
+            0, 1, mode
+        )
         share = np.mean([b["sentence_order_label"].mean() for b in itertools.islice(it, 6)])
         labels[mode] = max(share, 1 - share)
         assert m[f"{mode}_task_majority"] == pytest.approx(labels[mode])
     config.cross_eval = False
-    plain = PretrainingTask(config, data).evaluate(run, 0)
+    plain = PretrainingTask(config, data, presets.from_run_config(config)).evaluate(run, 0)
     assert set(plain) == {"sop_accuracy", "sop_majority_share", "loss"}
     assert plain["sop_majority_share"] == pytest.approx(labels["nsp"])
 
@@ -330,7 +333,11 @@ def test_a_batch_that_does_not_split_over_the_devices_is_named(texts, tmp_path):
     d.tokenizer_model, d.vocab_size = SP_FIXTURE, 120
     d.data_dir, d.global_batch_size = str(tmp_path / "data"), 4
     with pytest.raises(TrainConfigError, match="batch of 4 .* 8 devices .* multiple of 8"):
-        train(config, str(tmp_path / "w"), PretrainingTask(config, resolve_paths(d)).job())
+        train(
+            config,
+            str(tmp_path / "w"),
+            PretrainingTask(config, resolve_paths(d), presets.from_run_config(config)).job(),
+        )
 
 
 def test_a_warmup_longer_than_the_run_is_named(texts, tmp_path):
@@ -351,7 +358,11 @@ def test_a_warmup_longer_than_the_run_is_named(texts, tmp_path):
     with pytest.raises(
         TrainConfigError, match=r"optim: .*warmup_steps \(100\) <= total_steps \(20\)"
     ):
-        train(config, str(workdir), PretrainingTask(config, resolve_paths(d)).job())
+        train(
+            config,
+            str(workdir),
+            PretrainingTask(config, resolve_paths(d), presets.from_run_config(config)).job(),
+        )
     assert not os.path.exists(workdir / "checkpoints")
 
 

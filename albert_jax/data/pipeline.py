@@ -81,6 +81,29 @@ def check_config(data_config, process_count: int = 1) -> int:
     return gb // process_count
 
 
+def check_positions(data_config, model_config) -> None:
+    """Sequences must fit the model's position table (else the first step fails, after the
+    corpus build)."""
+    length = DataConfig.from_config(data_config).max_seq_length
+    positions = model_config.max_position_embeddings
+    if length > positions:
+        raise DataConfigError(
+            f"data.max_seq_length ({length}) is longer than the model's position table "
+            f"(model.max_position_embeddings {positions})"
+        )
+
+
+def small_split_error(data_config, split: str, batch_size: int) -> DataConfigError:
+    """The error for an evaluation split that fills no batch of `batch_size`."""
+    docs = len(corpus.open_source(data_config, split))
+    return DataConfigError(
+        f"eval_split {split!r} of the {corpus.corpus_name(data_config)!r} corpus "
+        f"({data_config.data_dir}) holds {docs} documents, fewer examples than one batch of "
+        f"{batch_size}: give it more documents (e.g. --config.eval_split='train[95%:]') or turn "
+        "evaluation off (--config.eval_every=0)"
+    )
+
+
 def shard_bounds(num_docs: int, process_index: int, process_count: int) -> tuple[int, int]:
     if not 0 <= process_index < process_count:
         raise DataConfigError(f"process_index {process_index} not in [0, {process_count})")

@@ -18,11 +18,11 @@ import numpy as np
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
-from albert_jax.data import corpus, pairs
+from albert_jax.data import pairs
 from albert_jax.data.config import DataConfig
-from albert_jax.data.pipeline import DataConfigError, make_iterator
+from albert_jax.data.pipeline import make_iterator, small_split_error
 from albert_jax.errors import InputError
-from albert_jax.model import electra, presets, sharing
+from albert_jax.model import electra, sharing
 from albert_jax.model.albert import AlbertForPreTraining
 from albert_jax.model.flops import train_flops_per_sequence
 from albert_jax.model.losses import mlm_denominator, pretraining_loss
@@ -65,18 +65,6 @@ def objective_leaves(config) -> dict[str, str]:
     return {}
 
 
-def check_positions(model_config, data_config) -> None:
-    """Sequences must fit the model's position table (else the first step fails, after the
-    corpus build)."""
-    length = DataConfig.from_config(data_config).max_seq_length
-    positions = model_config.max_position_embeddings
-    if length > positions:
-        raise DataConfigError(
-            f"data.max_seq_length ({length}) is longer than the model's position table "
-            f"(model.max_position_embeddings {positions})"
-        )
-
-
 def clamp_warmup(config, given: bool) -> dict[str, int]:
     """The optimizer leaves for the run's `Plan`: a run shorter than its config's warmup
     (`--config.total_steps=20` against 100 warmup steps) warms up over the whole run, with a
@@ -93,12 +81,13 @@ def clamp_warmup(config, given: bool) -> dict[str, int]:
     return {"warmup_steps": total}
 
 
-def make_task(config, data_config, pretrained=None):
-    """The task of `config.objective`."""
+def make_task(config, data_config, model_config, pretrained=None):
+    """The task of `config.objective` on `model_config` (an `AlbertConfig`: the run config's
+    model, `presets.from_run_config`, or a starting checkpoint's)."""
     objective = objective_of(config)
     if objective == "electra":
-        return ElectraTask(config, data_config, pretrained=pretrained)
-    return PretrainingTask(config, data_config, pretrained=pretrained)
+        return ElectraTask(config, data_config, model_config, pretrained)
+    return PretrainingTask(config, data_config, model_config, pretrained)
 
 
 class PretrainingTask(Task, Evaluator):
@@ -107,9 +96,9 @@ class PretrainingTask(Task, Evaluator):
 
     init_source = "pretrained weights"
 
-    def __init__(self, config, data_config, model_config=None, pretrained=None):
-        """`pretrained`: a `convert.Source` to start from (continued pretraining); the trainer
-        loads its parameters unless the run resumes from its own checkpoint."""
+    def __init__(self, config, data_config, model_config, pretrained=None):
+        """`pretrained`: a `Source` to start from (continued pretraining); the trainer loads its
+        parameters unless the run resumes from its own checkpoint."""
         self.config = config
         self.objective = objective_of(config)
         if self.objective == "mlm+nsp" and DataConfig.from_config(data_config).mode != "nsp":
@@ -117,7 +106,7 @@ class PretrainingTask(Task, Evaluator):
             with data_config.unlocked():
                 data_config.mode = "nsp"
         self.data = data_config
-        self.model_config = model_config or presets.from_run_config(config)
+        self.model_config = model_config
         self.pretrained = pretrained
         if pretrained is not None:
             self.init_source = pretrained.location
@@ -224,17 +213,7 @@ class PretrainingTask(Task, Evaluator):
         if int(self.config.eval_every) > 0:
             where = (jax.process_index(), jax.process_count())
             if next(self.eval_iterator(*where), None) is None:
-                raise self._small_eval_split()
-
-    def _small_eval_split(self) -> DataConfigError:
-        split = self.config.eval_split
-        docs = len(corpus.open_source(self.data, split))
-        return DataConfigError(
-            f"eval_split {split!r} of the {corpus.corpus_name(self.data)!r} corpus "
-            f"({self.data.data_dir}) holds {docs} documents, fewer examples than one batch of "
-            f"{self.global_batch_size}: give it more documents (e.g. "
-            "--config.eval_split='train[95%:]') or turn evaluation off (--config.eval_every=0)"
-        )
+                raise small_split_error(self.data, self.config.eval_split, self.global_batch_size)
 
     def eval_step(self, params, batch):
         return self.loss(params, batch, self.normalizers(batch), None)[1]
@@ -260,7 +239,7 @@ class PretrainingTask(Task, Evaluator):
             host = _gather_host({k: batch[k] for k in BASELINE_KEYS if k in batch})
             batches.append((run(batch), host))
         if not batches:
-            raise self._small_eval_split()
+            raise small_split_error(self.data, self.config.eval_split, self.global_batch_size)
         return batches
 
     def score(self, split, predictions) -> dict[str, float]:
@@ -360,7 +339,7 @@ class ElectraTask(PretrainingTask):
     """ELECTRA replaced-token detection (`albert_jax.model.electra`) on the same masked batches: the
     train state holds generator and discriminator; `write_model` keeps the discriminator."""
 
-    def __init__(self, config, data_config, model_config=None, pretrained=None):
+    def __init__(self, config, data_config, model_config, pretrained=None):
         super().__init__(config, data_config, model_config, pretrained)
         pretrain = PretrainConfig.from_config(config)
         e = pretrain.electra
