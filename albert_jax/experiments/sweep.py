@@ -42,6 +42,7 @@ import time
 from typing import Any
 
 from albert_jax.errors import InputError
+from albert_jax.tasks.finetune_config import TaskSettings
 
 SCOPES = ("pretrain", "finetune")
 
@@ -211,14 +212,15 @@ def prepared_data(sweep: Sweep, config_path: str, workdir: str) -> tuple[str, di
     under the sweep directory, so that the sweep's data is its own and not the current
     directory's. ('', {}) when it builds none or the sweep sets `task.train` itself."""
     config = _import(config_path, "get_config")
-    name = config.task.get("prepare", "")
+    task = TaskSettings.from_config(config.task)
+    name = task.prepare
     axes = {k.split(".", 1)[1] for k in sweep.grid if k.startswith("finetune.")}
     own = set(sweep.finetune) | axes
     if not name or "task.train" in own:
         return "", {}
     files = {}
     for split in SPLITS:
-        path = config.task.get(split, "")
+        path = task.path(split)
         if path and f"task.{split}" not in own:  # a split the sweep names keeps its own file
             files[f"task.{split}"] = os.path.join(os.path.abspath(workdir), path)
     return name, files

@@ -4,6 +4,7 @@ seeds, and predictions of a fine-tuned checkpoint for a file (`predict_file`).""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any
@@ -15,7 +16,7 @@ from etils import epath
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
 from albert_jax.tasks import lr_search
-from albert_jax.tasks.finetune_config import FinetuneConfig
+from albert_jax.tasks.finetune_config import TASK_SETTINGS, FinetuneConfig
 from albert_jax.tasks.finetuning import (
     FRESH_HEAD,
     FinetuneData,
@@ -242,29 +243,15 @@ def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_s
             f"{checkpoint_dir} has no fine-tuning head (head: {head}); predict needs a "
             "checkpoint written by `python -m finetune` (WORKDIR/best)"
         )
-    task_config = {
-        k: head.get(k, d)
-        for k, d in (("text_a", "text"), ("text_b", ""), ("label", "label"), ("scheme", "BIO"))
-    }
-    task_config.update(
-        type=head["task_type"],
-        max_seq_length=head["max_seq_length"],
-        labels=tuple(head.get("labels", ())),
-        space_between_words=head.get("space_between_words", True),
-        num_choices=head.get("num_choices", 0),  # the head's: shorter option lists are padded
-        input=input_path,
-    )
-    skip = {"type", "num_labels", "classifier_dropout", "task_type", "labels"}
-    # a task's own settings (QA's doc_stride, seq2seq's beam_size, ...) ride in its head
-    task_config.update({k: v for k, v in head.items() if k not in skip | task_config.keys()})
+    # the kind's settings ride in its head (columns, QA's doc_stride, seq2seq's beam_size, ...);
+    # what a head lacks takes the settings' defaults
+    task = dataclasses.asdict(TASK_SETTINGS[head["task_type"]].from_config(head))
+    task.update(type=head["task_type"], input=input_path)
+    if "text_b" in task:
+        task["text_b"] = task["text_b"] or ""  # None in the head of a single-sentence task
+    model = {k: head[k] for k in ("classifier_dropout",) if k in head}
     config = ml_collections.ConfigDict(
-        {
-            "init": checkpoint_dir,
-            "task": {**task_config, "text_b": task_config["text_b"] or ""},
-            "model": {"classifier_dropout": head.get("classifier_dropout", 0.1)},
-            "batch_size": batch_size,
-            "seed": 0,
-        }
+        {"init": checkpoint_dir, "task": task, "model": model, "batch_size": batch_size, "seed": 0}
     )
     data = FinetuneData(config, splits=("input",))
     task = make_task(config, data)

@@ -208,7 +208,7 @@ def _read_workdir(workdir: str, step: int | None) -> Source:
     if step is not None and step not in steps:
         raise ConversionError(f"{workdir}: no finished checkpoint of step {step} (have {steps})")
     keep = None
-    if run.get("objective", "mlm+sop") == "electra":  # the discriminator is the model
+    if "objective" in run and run.objective == "electra":  # the discriminator is the model
         keep = BACKBONE
         notes.append("ELECTRA run: the discriminator backbone (generator and RTD head left out)")
     for s in [step] if step is not None else reversed(steps):
