@@ -362,7 +362,7 @@ class FinetuneTask(Task, Evaluator):
         if jax.process_index() != 0:
             return
         drift = sharing.layer_drift({"encoder": encoder}, src, self.model_config)
-        # the run's epoch length (`run.resolve_schedule`: batches of the training rows; none
+        # the run's epoch length (`run.schedule`: batches of the training rows; none
         # for a task built without its training split)
         train = self.data.features.get("train")
         per_epoch = train and max(1, math.ceil(len(train["input_ids"]) / self.global_batch_size))

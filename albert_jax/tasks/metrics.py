@@ -181,7 +181,7 @@ def collapse_warning(split: str, step, what: str, config=None, head: str | None 
     lr, mult = _get(optim, "learning_rate"), _get(optim, "lr_multipliers")
     steps, per_epoch = _get(config, "total_steps"), _get(config, "steps_per_epoch")
     causes = [f"the learning rate (too low or too high: optim.learning_rate={_g(lr)})"]
-    if steps and per_epoch:  # a resolved schedule (`run.resolve_schedule`)
+    if steps and per_epoch:  # a resolved schedule (`run.schedule`)
         epochs = steps / per_epoch
         counted = f" (total_steps={steps}, {epochs:.3g} epoch{'' if epochs == 1 else 's'})"
     elif steps or _get(config, "num_epochs"):

@@ -40,7 +40,7 @@ class ObjectiveError(InputError):
 
 def objective_of(config) -> str:
     """The run's objective, checked against the data section (the sentence pairs it builds):
-    'mlm+nsp' takes data.mode 'nsp' (`set_objective_data`), and data.mode='nsp' under 'mlm+sop'
+    'mlm+nsp' takes data.mode 'nsp' (`objective_leaves`), and data.mode='nsp' under 'mlm+sop'
     is a contradiction, not silently SOP."""
     pretrain = PretrainConfig.from_config(config)
     objective = pretrain.objective
