@@ -336,8 +336,8 @@ MUTANTS = [
     Mutant(
         "optim-stacked-ffn-missing",
         OPTIM,
-        "return lambda path: path in paths",
-        'return lambda path: path in paths and path.startswith("encoder/attention/")',
+        "own = stacked_paths(model_config)  #",
+        'own = frozenset(p for p in stacked_paths(model_config) if "attention/" in p)  #',
         "LAMB treats a stacked FFN leaf as one variable (one trust ratio for all its groups)",
         (
             "tests/test_optim.py::test_grouped_model_updates_each_group_as_its_own_variable"
