@@ -178,11 +178,11 @@ def test_a_killed_search_resumes_at_the_next_trial(pretrained, one_word, tmp_pat
     c = searching(make_config(pretrained, "classification", one_word, seeds="0"))
     real, ran = lr_search._trial, []
 
-    def killed_after_one(compiled, task, lr, steps, seed, stop):
+    def killed_after_one(compiled, lr, steps, seed, stop):
         if ran:
             raise KeyboardInterrupt
         ran.append(lr)
-        return real(compiled, task, lr, steps, seed, stop)
+        return real(compiled, lr, steps, seed, stop)
 
     monkeypatch.setattr(lr_search, "_trial", killed_after_one)
     with pytest.raises(KeyboardInterrupt):
@@ -191,7 +191,7 @@ def test_a_killed_search_resumes_at_the_next_trial(pretrained, one_word, tmp_pat
         t["learning_rate"] for t in json.loads((tmp_path / "lr_search.json").read_text())["trials"]
     ] == [1e-5]
     again = []
-    monkeypatch.setattr(lr_search, "_trial", lambda *a: again.append(a[2]) or real(*a))
+    monkeypatch.setattr(lr_search, "_trial", lambda *a: again.append(a[1]) or real(*a))
     runs.run(c, str(tmp_path))
     assert again == [3e-3, 3.0]
     # other settings (another grid) are a new search, not the old record
@@ -231,7 +231,7 @@ def test_sigterm_stops_the_search_keeps_its_trials_and_exits_clean(
     assert signal.getsignal(signal.SIGTERM) == before  # the search's handler is gone
     assert not (tmp_path / "results.json").exists()
     again = []
-    monkeypatch.setattr(lr_search, "_trial", lambda *a: again.append(a[2]) or real(*a))
+    monkeypatch.setattr(lr_search, "_trial", lambda *a: again.append(a[1]) or real(*a))
     assert runs.run(c, str(tmp_path))["lr_search"]["chosen"] is not None
     assert again[:2] == [3e-3, 3.0]  # 1e-5 is not run again at its length (retries may follow)
 
