@@ -23,8 +23,8 @@ from ml_collections import config_flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from albert_jax.data import corpus  # noqa: E402
-from albert_jax.data.pipeline import make_iterator, resolve_paths  # noqa: E402
+from albert_jax.data.pretraining import corpus  # noqa: E402
+from albert_jax.data.pretraining.pipeline import make_iterator, resolve_paths  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (uses config.data).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Base for relative paths (default: cwd).")

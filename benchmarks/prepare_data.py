@@ -4,11 +4,11 @@
     python benchmarks/prepare_data.py --config configs/pretrain/cpu_small.py --processes 1,2,4 \
         --repeat 8 --out prepare.json
 
-Trains (or reuses) the config's tokenizer once in a scratch directory, then for each process
-count times (a) tokenization alone (`albert_jax.data.parallel.tokenize`, records discarded) and
-(b) the whole build (`corpus.prepare`: tokenization + TFDS shuffling and ArrayRecord writing),
-each into a fresh data directory. Reports MB/s and documents/s, per process, and the speed-up
-over one process; checks that every process count writes the same documents. One JSON document.
+Trains (or reuses) the config's tokenizer once in a scratch directory, then for each process count
+times (a) tokenization alone (`albert_jax.data.pretraining.parallel.tokenize`, records discarded)
+and (b) the whole build (`corpus.prepare`: tokenization + TFDS shuffling and ArrayRecord writing),
+each into a fresh data directory. Reports MB/s and documents/s, per process, and the speed-up over
+one process; checks that every process count writes the same documents. One JSON document.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from ml_collections import config_flags  # noqa: E402
 from report import emit  # noqa: E402 (benchmarks/report.py)
 
-from albert_jax.data import corpus, parallel  # noqa: E402
-from albert_jax.data.documents import formatted_files
-from albert_jax.data.pipeline import resolve_paths  # noqa: E402
+from albert_jax.data.pretraining import corpus, parallel  # noqa: E402
+from albert_jax.data.pretraining.documents import formatted_files
+from albert_jax.data.pretraining.pipeline import resolve_paths  # noqa: E402
 
 
 def load_config(path: str):

@@ -21,7 +21,8 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from albert_jax import cli, paths
-from albert_jax.tasks import finetuning, lr_search, run, start
+from albert_jax.jobs import lr_search, run, start
+from albert_jax.tasks import finetuning
 from albert_jax.train import lock
 from albert_jax.train.metrics import log_to_file
 from albert_jax.train.trainer import check_dtype, dtype_warning

@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 from albert_jax.errors import InputError
-from albert_jax.tasks.metrics import welch_t
+from albert_jax.scoring.metrics import welch_t
 
 
 class CompareError(InputError):

@@ -13,7 +13,7 @@ import os
 import sys
 
 from albert_jax import cli, paths
-from albert_jax.tasks.run import predict_file
+from albert_jax.jobs.run import predict_file
 
 
 def main(argv=None) -> int:

@@ -31,10 +31,10 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from albert_jax import cli, paths
-from albert_jax.data import corpus
-from albert_jax.data.config import DataConfig
-from albert_jax.data.pair_check import pair_warning
-from albert_jax.data.pipeline import check_positions, resolve_paths
+from albert_jax.data.pretraining import corpus
+from albert_jax.data.pretraining.config import DataConfig
+from albert_jax.data.pretraining.pair_check import pair_warning
+from albert_jax.data.pretraining.pipeline import check_positions, resolve_paths
 from albert_jax.model import presets
 from albert_jax.tasks.pretrain_config import PretrainConfig
 from albert_jax.tasks.pretraining import (

@@ -28,7 +28,7 @@ from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
 from albert_jax import cli, paths  # noqa: E402
-from albert_jax.data.pipeline import check_positions  # noqa: E402
+from albert_jax.data.pretraining.pipeline import check_positions  # noqa: E402
 from albert_jax.model import presets  # noqa: E402
 from albert_jax.tasks.pretraining import make_task, objective_leaves  # noqa: E402
 from albert_jax.train import aot, topology  # noqa: E402

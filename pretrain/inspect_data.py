@@ -11,7 +11,7 @@ In the printout ``[CLS]``/``[SEP]`` split the segments (``A`` then ``B``), a mas
 as ``{shown>original}`` (``{[MASK]>x}``, ``{x>x}`` kept, ``{y>x}`` random), and the label line says
 whether the pair is in natural order, swapped, or has a random-document ``B``. The summary
 (over ``--stats_n`` examples) gives the figures the statistics test checks; a warning on stderr
-follows when the sentence pairs are degenerate (``albert_jax.data.pair_check``).
+follows when the sentence pairs are degenerate (``albert_jax.data.pretraining.pair_check``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from albert_jax import cli, paths
-from albert_jax.data import masking
-from albert_jax.data.pair_check import pair_warning
-from albert_jax.data.pipeline import corpus_tokenizer, make_iterator, resolve_paths
+from albert_jax.data.pretraining import masking
+from albert_jax.data.pretraining.pair_check import pair_warning
+from albert_jax.data.pretraining.pipeline import corpus_tokenizer, make_iterator, resolve_paths
 from albert_jax.tasks.pretrain_config import PretrainConfig
 from albert_jax.text.tokenization import MASK_ID, pretraining_ids
 

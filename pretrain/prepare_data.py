@@ -23,9 +23,9 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from albert_jax import cli
-from albert_jax.data import corpus
-from albert_jax.data.pair_check import pair_warning
-from albert_jax.data.pipeline import resolve_paths
+from albert_jax.data.pretraining import corpus
+from albert_jax.data.pretraining.pair_check import pair_warning
+from albert_jax.data.pretraining.pipeline import resolve_paths
 from albert_jax.tasks.pretrain_config import PretrainConfig
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (uses config.data).")

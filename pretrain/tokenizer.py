@@ -17,9 +17,9 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from albert_jax import cli
-from albert_jax.data import corpus
-from albert_jax.data.documents import INPUT_FORMATS
-from albert_jax.data.pipeline import resolve_paths
+from albert_jax.data.pretraining import corpus
+from albert_jax.data.pretraining.documents import INPUT_FORMATS
+from albert_jax.data.pretraining.pipeline import resolve_paths
 from albert_jax.text.tokenization import train_sentencepiece
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Config file (uses config.data).")

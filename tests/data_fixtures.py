@@ -17,7 +17,7 @@ TEST_VOCAB = 4000
 
 
 def peoples_daily_sentences(limit: int | None = None) -> list[str]:
-    from albert_jax.data import corpus
+    from albert_jax.data.pretraining import corpus
 
     docs = corpus.read_documents([common.peoples_daily_path()], "tagged")
     out = [s for doc in docs for s in doc]
@@ -27,7 +27,7 @@ def peoples_daily_sentences(limit: int | None = None) -> list[str]:
 def build(tmp_path_factory):
     """(resolved data ConfigDict, build stats) of the corpus built under a new temporary
     directory."""
-    from albert_jax.data import corpus, pipeline
+    from albert_jax.data.pretraining import corpus, pipeline
     from albert_jax.text.tokenization import train_sentencepiece
 
     root = tmp_path_factory.mktemp("albert_data")

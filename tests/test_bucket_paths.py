@@ -18,8 +18,8 @@ from support.corpus import SP_FIXTURE
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
-from albert_jax.data import corpus, pipeline
-from albert_jax.data.documents import expand_inputs
+from albert_jax.data.pretraining import corpus, pipeline
+from albert_jax.data.pretraining.documents import expand_inputs
 from albert_jax.model.albert import AlbertForPreTraining
 from configs.pretrain import common
 

@@ -14,10 +14,10 @@ from support.relation import re_config
 from support.seq2seq import s2s_config
 
 from albert_jax.checkpoints import checkpoint
+from albert_jax.jobs import run as runs
 from albert_jax.model.albert import AlbertForPreTraining, init_params
+from albert_jax.scoring import metrics as M
 from albert_jax.tasks import finetuning as F
-from albert_jax.tasks import metrics as M
-from albert_jax.tasks import run as runs
 from albert_jax.tasks.choice import ChoiceTask
 from albert_jax.tasks.qa import QATask
 from albert_jax.tasks.relation import RelationTask

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from support.masking import reference_spans, two_sample_close
 
-from albert_jax.data import masking
+from albert_jax.data.pretraining import masking
 from albert_jax.text.tokenization import MASK_ID
 
 V = 1000

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from albert_jax.data import pairs
+from albert_jax.data.pretraining import pairs
 from albert_jax.text.tokenization import CLS_ID, SEP_ID
 
 

@@ -14,8 +14,13 @@ from absl import flags
 from support.masking import reference_spans, two_sample_close
 from support.pipeline import cfg, take
 
-from albert_jax.data import corpus, masking, pipeline
-from albert_jax.data.documents import doc_sentences, split_sentences, strip_tags, tokenize_documents
+from albert_jax.data.pretraining import corpus, masking, pipeline
+from albert_jax.data.pretraining.documents import (
+    doc_sentences,
+    split_sentences,
+    strip_tags,
+    tokenize_documents,
+)
 from albert_jax.text.tokenization import CLS_ID, MASK_ID, SEP_ID, TokenizerError
 from pretrain.inspect_data import iter_examples, render, summarize
 

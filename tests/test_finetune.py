@@ -12,10 +12,10 @@ import pytest
 from support.finetune import N_DEV, TOKENIZER, make_config, read_jsonl, tiny_config, write_jsonl
 
 from albert_jax.checkpoints import checkpoint
+from albert_jax.data.finetuning.records import DataError
+from albert_jax.jobs import run as runs
 from albert_jax.model.heads import build_model
 from albert_jax.tasks import finetuning as F
-from albert_jax.tasks import run as runs
-from albert_jax.tasks.data import DataError
 from albert_jax.text.tokenization import load_tokenizer
 from tests.helpers import random_params
 

@@ -14,11 +14,12 @@ from support.choice import N_DEV, choice_config
 from support.finetune import TOKENIZER, WORDS, tiny_config
 
 from albert_jax.checkpoints import checkpoint
+from albert_jax.data.finetuning.records import DataError
 from albert_jax.experiments import datasets
+from albert_jax.jobs import run as runs
 from albert_jax.model.albert import init_params
 from albert_jax.model.heads import build_model
 from albert_jax.tasks import finetuning as F
-from albert_jax.tasks import run as runs
 from albert_jax.tasks.choice import (
     LETTERS,
     featurize_choice,
@@ -26,7 +27,6 @@ from albert_jax.tasks.choice import (
     num_choices,
     read_race,
 )
-from albert_jax.tasks.data import DataError
 from albert_jax.text.tokenization import load_tokenizer
 
 

@@ -8,8 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from albert_jax.experiments import baselines, datasets, people_daily
-from albert_jax.tasks.data import (
+from albert_jax.data.finetuning.records import (
     DataError,
     Example,
     TaggedExample,
@@ -20,6 +19,7 @@ from albert_jax.tasks.data import (
     read_conll,
     read_examples,
 )
+from albert_jax.experiments import baselines, datasets, people_daily
 from albert_jax.text.tokenization import load_tokenizer
 from finetune import baseline as baseline_cli
 from finetune import prepare as prepare_cli

@@ -14,9 +14,9 @@ import pytest
 from support.finetune import TOKENIZER, flat, make_config, tiny_config
 
 from albert_jax.checkpoints import checkpoint
+from albert_jax.jobs import run as runs
 from albert_jax.model import presets
-from albert_jax.tasks import run as runs
-from albert_jax.tasks import start
+from albert_jax.tasks import init_source
 from albert_jax.train.optim import make_optimizer
 from configs.finetune import cloze, ner, sentiment, tsv
 
@@ -76,14 +76,14 @@ def test_hard_coded_configs_are_not_touched_and_unresolved_auto_is_refused():
 def test_random_init_source_takes_the_shape_and_the_tokenizers_vocabulary(pretrained, tmp_path):
     want = checkpoint.load_config(pretrained)
     for model_from in (pretrained, os.path.join(pretrained, "config.json")):
-        source, notes = start.load_init("none", tokenizer=pretrained, model_from=model_from)
+        source, notes = init_source.load_init("none", tokenizer=pretrained, model_from=model_from)
         assert source.config == want and source.params == {}
         assert source.tokenizer.vocab_size == want.vocab_size and "random init" in notes[0]
     # unshare: the layout changes, there are no weights to copy
-    source, notes = start.load_init("none", "all", tokenizer=TOKENIZER, model_from=pretrained)
+    source, notes = init_source.load_init("none", "all", tokenizer=TOKENIZER, model_from=pretrained)
     assert source.config.layout == "none" and notes[-1] == "layout all -> none"
     # a preset: its size, the tokenizer's vocabulary
-    source, notes = start.load_init("none", tokenizer=TOKENIZER, model_from="albert-base")
+    source, notes = init_source.load_init("none", tokenizer=TOKENIZER, model_from="albert-base")
     assert source.config.hidden_size == 768 and source.config.vocab_size == 120
     assert "vocab_size 30000 -> 120 (the tokenizer's)" in notes
     # a pretraining workdir, no checkpoint needed: the run config's model section and the corpus
@@ -93,7 +93,7 @@ def test_random_init_source_takes_the_shape_and_the_tokenizers_vocabulary(pretra
     model = {"preset": "albert-tiny", "hidden_size": 48, "num_heads": 2, "layout": "none"}
     data = {"data_dir": "data", "tokenizer_dir": "tokenizer", "corpus_name": "c"}
     (work / "config.json").write_text(json.dumps({"model": model, "data": data}))
-    source, _ = start.load_init("none", tokenizer=str(work), model_from=str(work))
+    source, _ = init_source.load_init("none", tokenizer=str(work), model_from=str(work))
     assert source.config.hidden_size == 48 and source.config.layout == "none"
     assert source.config.vocab_size == source.tokenizer.vocab_size == 120
 

@@ -11,7 +11,7 @@ from seqeval.metrics import classification_report
 from seqeval.metrics import f1_score as seqeval_default_f1
 from seqeval.scheme import IOB2, IOBES
 
-from albert_jax.tasks.metrics import (
+from albert_jax.scoring.metrics import (
     best_metric_name,
     classification_metrics,
     higher_is_better,

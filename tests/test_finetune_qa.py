@@ -12,10 +12,10 @@ from support.finetune import TOKENIZER
 from support.qa import N_DEV, qa_config
 
 from albert_jax.checkpoints import checkpoint
+from albert_jax.data.finetuning.records import DataError
+from albert_jax.jobs import run as runs
+from albert_jax.scoring import squad
 from albert_jax.tasks import finetuning as F
-from albert_jax.tasks import run as runs
-from albert_jax.tasks import squad
-from albert_jax.tasks.data import DataError
 from albert_jax.tasks.qa import (
     OffsetError,
     QAExample,

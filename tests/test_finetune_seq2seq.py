@@ -14,9 +14,9 @@ from helpers import random_params, tiny_config
 from support.seq2seq import s2s_config
 
 from albert_jax.checkpoints import checkpoint
+from albert_jax.jobs import run as runs
 from albert_jax.model.decoding import Decoder, beam_search
 from albert_jax.model.heads import AlbertForSeq2Seq, prefix_lm_mask
-from albert_jax.tasks import run as runs
 
 
 def test_prefix_lm_mask_rule():

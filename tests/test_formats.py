@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from albert_jax.tasks import textgen
+from albert_jax.data.finetuning import textgen
 from albert_jax.tasks.choice import fill_blank, read_race
 from albert_jax.tasks.qa import read_squad
 

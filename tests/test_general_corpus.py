@@ -11,11 +11,11 @@ import zipfile
 
 import pytest
 
-from albert_jax.data.documents import read_documents
+from albert_jax.data.finetuning.records import DataError
+from albert_jax.data.pretraining.documents import read_documents
 from albert_jax.experiments import datasets
 from albert_jax.experiments import general_corpus as G
 from albert_jax.experiments import package_datasets as P
-from albert_jax.tasks.data import DataError
 
 LEAK = "某市今日召开重大新闻发布会"  # a headlines test text
 LEAK_PUNCT = "今天，天气很好啊！"  # an hsk dev text, met without its punctuation

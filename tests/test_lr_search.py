@@ -16,9 +16,9 @@ from support.qa import qa_config, squad_file
 from support.relation import re_config
 from support.seq2seq import s2s_config
 
+from albert_jax.jobs import lr_search
+from albert_jax.jobs import run as runs
 from albert_jax.tasks import finetuning as F
-from albert_jax.tasks import lr_search
-from albert_jax.tasks import run as runs
 from albert_jax.tasks.finetuning import FinetuneError
 from configs.finetune import cloze, ner, tsv
 

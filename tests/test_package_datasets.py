@@ -13,9 +13,9 @@ import zipfile
 
 import pytest
 
+from albert_jax.data.finetuning.records import DataError
 from albert_jax.experiments import baselines, datasets
 from albert_jax.experiments import package_datasets as P
-from albert_jax.tasks.data import DataError
 
 
 def _zip(path, member, data: bytes):

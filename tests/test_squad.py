@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from albert_jax.tasks.squad import (
+from albert_jax.scoring.squad import (
     answer_tokens,
     best_spans,
     decode,

@@ -12,7 +12,7 @@ from support.qa import qa_config
 from support.relation import re_config
 from support.seq2seq import s2s_config
 
-from albert_jax.tasks import run as runs
+from albert_jax.jobs import run as runs
 from albert_jax.tasks.finetuning import FinetuneTask
 from albert_jax.text.tokenization import load_tokenizer
 from albert_jax.train.task import Task

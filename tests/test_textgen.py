@@ -1,4 +1,4 @@
-"""Seq2seq text generation data (albert_jax.tasks.textgen): reader, featurizer, decoding,
+"""Seq2seq text generation data (albert_jax.data.finetuning.textgen): reader, featurizer, decoding,
 metrics, and the People's Daily entity-extraction dataset."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import os
 import numpy as np
 import pytest
 
+from albert_jax.data.finetuning import textgen
+from albert_jax.data.finetuning.records import IGNORE, DataError
+from albert_jax.data.finetuning.textgen import Seq2SeqExample
 from albert_jax.experiments import datasets, extraction
-from albert_jax.tasks import textgen
-from albert_jax.tasks.data import IGNORE, DataError
-from albert_jax.tasks.textgen import Seq2SeqExample
+from albert_jax.scoring import generation
 from albert_jax.text.tokenization import load_tokenizer, train_sentencepiece
 from finetune import prepare as prepare_cli
 
@@ -227,7 +228,7 @@ def test_reference_text_with_the_readme_tokenizer():
 # ---- metrics ----------------------------------------------------------------------------------
 def test_metrics_identical_texts_score_100():
     refs = ["江泽民在北京会见了克林顿。", "人名：李鹏；地名：北京", "无效的句子很长很长"]
-    m = textgen.generation_metrics(refs, refs)
+    m = generation.generation_metrics(refs, refs)
     for key in ("exact_match", "exact_match_strict", "f1", "bleu", "rouge_l"):
         assert m[key] == pytest.approx(100.0), key
     assert m["examples"] == 3
@@ -247,45 +248,45 @@ def test_bleu_matches_a_hand_computation():
     assert precisions == [1.0, 9 / 10, 7 / 9, 5 / 8]
     brevity = math.exp(1 - len(r) / len(p))
     expected = 100 * brevity * math.exp(sum(math.log(x) for x in precisions) / 4)
-    assert textgen.generation_metrics([pred], [ref])["bleu"] == pytest.approx(expected, abs=1e-9)
+    assert generation.generation_metrics([pred], [ref])["bleu"] == pytest.approx(expected, abs=1e-9)
 
 
 def test_rouge_l_f1_and_exact_match_by_hand():
     # ref 今天天气很好 (6 chars), pred 今天气好很 (5): LCS 今天气好 = 4, so ROUGE-L F =
     # 2 * 4 / (5 + 6) = 8/11; character F1: 5 characters in common, 2 * 5 / (5 + 6) = 10/11.
-    m = textgen.generation_metrics(["今天气好很", "北京"], ["今天天气很好", "北京"])
+    m = generation.generation_metrics(["今天气好很", "北京"], ["今天天气很好", "北京"])
     assert m["rouge_l"] == pytest.approx(100 * (8 / 11 + 1) / 2)
     assert m["f1"] == pytest.approx(100 * (10 / 11 + 1) / 2)
     assert m["exact_match"] == m["exact_match_strict"] == 50.0
     # Punctuation: ignored by the SQuAD-normalised scores, not by the strict match.
-    m = textgen.generation_metrics(["人名:张三"], ["人名：张三"])
+    m = generation.generation_metrics(["人名:张三"], ["人名：张三"])
     assert (m["exact_match"], m["f1"], m["rouge_l"], m["exact_match_strict"]) == (100, 100, 100, 0)
     # Two texts without a scored token agree everywhere.
-    m = textgen.generation_metrics([""], ["。"])
+    m = generation.generation_metrics([""], ["。"])
     assert (m["exact_match"], m["f1"], m["rouge_l"]) == (100, 100, 100)
 
 
 def test_word_level_metrics():
     pred, ref = "the cat sat on the mat", "The cat sat on a mat."
-    m = textgen.generation_metrics([pred], [ref], char_level=False)
+    m = generation.generation_metrics([pred], [ref], char_level=False)
     # Articles and punctuation are dropped for EM / F1 (SQuAD), not by rouge-score's tokenizer:
     # the cat sat on {the|a} mat, LCS 5 of 6 and 6 -> F = 5/6.
     assert (m["exact_match"], m["f1"], m["exact_match_strict"]) == (100, 100, 0)
     assert m["rouge_l"] == pytest.approx(100 * 5 / 6)
-    assert textgen.generation_metrics([pred], [pred], char_level=False)["bleu"] == pytest.approx(
+    assert generation.generation_metrics([pred], [pred], char_level=False)["bleu"] == pytest.approx(
         100
     )
     # Whitespace tokens, not characters: one wrong word costs the whole word.
-    m = textgen.generation_metrics(["ab cd"], ["ab ce"], char_level=False)
+    m = generation.generation_metrics(["ab cd"], ["ab ce"], char_level=False)
     assert m["f1"] == pytest.approx(50.0)
-    assert textgen.generation_metrics(["ab cd"], ["ab ce"])["f1"] == pytest.approx(50.0)
+    assert generation.generation_metrics(["ab cd"], ["ab ce"])["f1"] == pytest.approx(50.0)
 
 
 def test_metrics_reject_mismatched_lists():
     with pytest.raises(ValueError, match="2 predictions but 1 references"):
-        textgen.generation_metrics(["a", "b"], ["a"])
+        generation.generation_metrics(["a", "b"], ["a"])
     with pytest.raises(ValueError, match="no examples"):
-        textgen.generation_metrics([], [])
+        generation.generation_metrics([], [])
 
 
 # ---- entities as generation -------------------------------------------------------------------

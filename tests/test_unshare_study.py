@@ -31,12 +31,12 @@ from albert_jax.experiments.sweep import (
     load,
     prepared_data,
 )
+from albert_jax.jobs import lr_search
+from albert_jax.jobs import run as runs
 from albert_jax.model import sharing
 from albert_jax.model.losses import mlm_loss
+from albert_jax.scoring.metrics import detectable_effect, min_detectable_difference, welch_t
 from albert_jax.tasks import finetuning as F
-from albert_jax.tasks import lr_search
-from albert_jax.tasks import run as runs
-from albert_jax.tasks.metrics import detectable_effect, min_detectable_difference, welch_t
 from tests.helpers import random_params, tiny_batch, tiny_config
 
 # ---------------------------------------------------------------- layer drift

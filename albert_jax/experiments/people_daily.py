@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 
-from albert_jax.tasks.data import DataError
+from albert_jax.data.finetuning.records import DataError
 
 SPLITS = ("train", "dev", "test")
 # Sentence-final punctuation, and what may follow it inside the same sentence (closing quotes

@@ -5,7 +5,7 @@ r"""A sweep's results: `results.csv`, `results.md` and `plots/` in the sweep dir
 (also at the end of every local sweep). One CSV row per point, task and seed: the point's values,
 the parameter counts (pretrained and fine-tuned backbone), the pretraining run's last held-out
 metrics, median step time and wall time, and the seed's dev / test metrics, dev metric after the
-first epoch, the learning rate its own search chose (`albert_jax.tasks.lr_search`, blank without
+first epoch, the learning rate its own search chose (`albert_jax.jobs.lr_search`, blank without
 one), step time and its run's wall time (step times: the median without each invocation's first,
 compiling interval; wall times: summed over the invocations of an interrupted and resumed step, a
 fine-tuning run's shared by its seeds). The Markdown has one table per task (mean ± sample std over
@@ -17,7 +17,7 @@ pretraining columns are blank: it used none.
 
 Comparing layouts (`finetune.unshare` on the grid): each row's Welch p of test against the shared
 layout's row and the minimum detectable difference (two-sided, α 0.05, power 0.8, from the two
-rows' pooled std and seed counts: `tasks.metrics.min_detectable_difference`), the number of
+rows' pooled std and seed counts: `scoring.metrics.min_detectable_difference`), the number of
 seeds whose dev or test predictions collapsed (a test cell whose spread they dominate is marked
 †), and the learning rate the point's search chose. A `finetune.optim.learning_rate` axis
 (`DEV_SELECTED`) is tuned, not compared: per layout the rate with the best mean dev score gives
@@ -43,8 +43,8 @@ from typing import Any
 from albert_jax.experiments.sweep import Sweep, control_points, groups, read_record
 from albert_jax.model.albert import count_params
 from albert_jax.model.config import AlbertConfig
+from albert_jax.scoring.metrics import higher_is_better, min_detectable_difference, welch_t
 from albert_jax.tasks.finetuning import DRIFT_FILE
-from albert_jax.tasks.metrics import higher_is_better, min_detectable_difference, welch_t
 
 PRETRAIN_KEYS = (
     "mlm_accuracy",
@@ -371,7 +371,7 @@ COLLAPSE_RULE = (
 MDE_NOTE = (
     "MDE: the smallest difference of test means that this many seeds a side detect with a "
     "two-sided two-sample t-test at α = 0.05 with power 0.8, given the pooled std of the row "
-    "and the shared row (`albert_jax.tasks.metrics.min_detectable_difference`): a difference "
+    "and the shared row (`albert_jax.scoring.metrics.min_detectable_difference`): a difference "
     "below it, significant or not, is within what the design cannot tell apart."
 )
 

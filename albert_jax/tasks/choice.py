@@ -21,10 +21,10 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
+from albert_jax.data.finetuning.records import DataError, _special_ids
 from albert_jax.model.flops import forward_flops_per_sequence
 from albert_jax.model.losses import cross_entropy
-from albert_jax.tasks import metrics as M
-from albert_jax.tasks.data import DataError, _special_ids
+from albert_jax.scoring import metrics as M
 from albert_jax.tasks.finetune_config import ChoiceSettings
 from albert_jax.tasks.finetuning import FinetuneReader, FinetuneTask
 

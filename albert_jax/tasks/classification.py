@@ -1,6 +1,6 @@
 """Sequence classification and regression: single sentences or pairs from TSV / CSV / JSONL
-(`albert_jax.tasks.data`), the pooled [CLS] output to one logit per class; `regression` is the
-one-output head with squared error. Accuracy, macro-F1 and Matthews (classification), Pearson
+(`albert_jax.data.finetuning.records`), the pooled [CLS] output to one logit per class; `regression`
+is the one-output head with squared error. Accuracy, macro-F1 and Matthews (classification), Pearson
 and Spearman (regression)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from albert_jax.data.finetuning import records as D
 from albert_jax.model.losses import cross_entropy
-from albert_jax.tasks import data as D
-from albert_jax.tasks import metrics as M
+from albert_jax.scoring import metrics as M
 from albert_jax.tasks.finetune_config import ClassificationSettings, TaskSettings
 from albert_jax.tasks.finetuning import FinetuneError, FinetuneReader, FinetuneTask
 from albert_jax.train.optim import path_matcher

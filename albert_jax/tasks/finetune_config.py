@@ -23,7 +23,7 @@ class FinetuneError(InputError):
 
 @dataclasses.dataclass(frozen=True)
 class LrSearch(Section):
-    """The learning-rate search (`albert_jax.tasks.lr_search`), on when the rate is left to
+    """The learning-rate search (`albert_jax.jobs.lr_search`), on when the rate is left to
     auto (`optim.learning_rate` None)."""
 
     enabled: bool = False

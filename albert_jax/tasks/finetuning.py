@@ -1,6 +1,6 @@
 """What every fine-tuning task shares: the registry of task types, the data, the `FinetuneTask`
 base (the `albert_jax.train.task.Task` interface) and the config checks (the starting point and
-the checks before a run starts: `albert_jax.tasks.start`).
+the checks before a run starts: `albert_jax.jobs.start`).
 
 Each task type names a module in `TASK_MODULES` (classification and regression:
 `albert_jax.tasks.classification`, tagging: `.tagging`, extractive QA: `.qa`, multiple choice:
@@ -15,7 +15,7 @@ before any task exists (`read`, `featurize`, `head_fields`; `check_targets`,
 `FinetuneData` reads `config.task` once into the kind's settings, reads the starting checkpoint
 (anything `albert_jax.checkpoints.source` reads, or a pretraining workdir: `start.load_init`),
 applies `unshare`, picks the tokenizer and has the reader read and featurize every split once.
-`albert_jax.tasks.run.run(config, workdir)` trains one or several seeds (schedules, learning
+`albert_jax.jobs.run.run(config, workdir)` trains one or several seeds (schedules, learning
 rate) and summarizes them.
 """
 
@@ -36,11 +36,11 @@ from etils import epath
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
+from albert_jax.data.finetuning import records as D
 from albert_jax.model import sharing
 from albert_jax.model.flops import forward_flops_per_sequence
 from albert_jax.model.heads import build_model
-from albert_jax.tasks import data as D
-from albert_jax.tasks import metrics as M
+from albert_jax.scoring import metrics as M
 from albert_jax.tasks.finetune_config import (
     TASK_SETTINGS,
     FinetuneConfig,
@@ -48,7 +48,7 @@ from albert_jax.tasks.finetune_config import (
     TaggingSettings,
     TaskSettings,
 )
-from albert_jax.tasks.start import RANDOM_INIT, blank_source, load_init
+from albert_jax.tasks.init_source import RANDOM_INIT, blank_source, load_init
 from albert_jax.train.config import TrainerConfig
 from albert_jax.train.faults import crash_point
 from albert_jax.train.optim import check_optim_config, regex_list
@@ -388,7 +388,7 @@ class FinetuneTask(Task, Evaluator):
 
     def collapse(self, rows, values) -> str | None:
         """What is degenerate about a split's predictions (`score`'s rows and metrics), or None
-        (`albert_jax.tasks.metrics.prediction_collapse` and its siblings)."""
+        (`albert_jax.scoring.metrics.prediction_collapse` and its siblings)."""
         return None
 
     def flag_collapse(self, split, step, rows, values):

@@ -2,7 +2,8 @@
 
 `configs/pretrain/common.py:pretrain_defaults` builds every pretraining config from
 `TrainerConfig.section()` and `PretrainConfig.section()` (plus the optimizer's section; the model
-and data sections are added by each config, the latter from `albert_jax.data.config.DataConfig`),
+and data sections are added by each config, the latter from
+`albert_jax.data.pretraining.config.DataConfig`),
 so each leaf below exists and parses on the command line (`--config.objective=mlm`); the library
 reads them back with `from_config`, never with a default of its own. The checks that need more
 than this section are `albert_jax.tasks.pretraining.objective_of` and its tasks.

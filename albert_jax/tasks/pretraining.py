@@ -18,9 +18,9 @@ import numpy as np
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
-from albert_jax.data import pairs
-from albert_jax.data.config import DataConfig
-from albert_jax.data.pipeline import make_iterator, small_split_error
+from albert_jax.data.pretraining import pairs
+from albert_jax.data.pretraining.config import DataConfig
+from albert_jax.data.pretraining.pipeline import make_iterator, small_split_error
 from albert_jax.errors import InputError
 from albert_jax.model import electra, sharing
 from albert_jax.model.albert import AlbertForPreTraining

@@ -6,7 +6,7 @@ pieces are cut into windows of ``max_seq_length - len(question) - 3`` pieces eve
 pieces: ``[CLS] question [SEP] window [SEP]``. A context piece may start or end an answer only in
 the window where it has the most context on both sides (the reference's max-context rule);
 ``offsets`` [T, 2] holds the character span of its word there (-1 elsewhere), so decoding
-(`albert_jax.tasks.squad`) maps any span back to the original text without re-tokenizing.
+(`albert_jax.scoring.squad`) maps any span back to the original text without re-tokenizing.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from albert_jax import paths
+from albert_jax.data.finetuning.records import DataError, _special_ids, word_pieces
 from albert_jax.model.losses import cross_entropy
-from albert_jax.tasks import metrics as M
-from albert_jax.tasks import squad
-from albert_jax.tasks.data import DataError, _special_ids, word_pieces
+from albert_jax.scoring import metrics as M
+from albert_jax.scoring import squad
 from albert_jax.tasks.finetune_config import QASettings
 from albert_jax.tasks.finetuning import FinetuneReader, FinetuneTask
 

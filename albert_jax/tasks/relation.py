@@ -37,8 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from albert_jax.tasks import metrics as M
-from albert_jax.tasks.data import DataError, _json_records, _special_ids, word_pieces
+from albert_jax.data.finetuning.records import DataError, _json_records, _special_ids, word_pieces
+from albert_jax.scoring import metrics as M
 from albert_jax.tasks.finetune_config import RelationSettings
 from albert_jax.tasks.finetuning import INPUTS, FinetuneError, FinetuneReader, FinetuneTask
 from albert_jax.tasks.qa import context_words

@@ -2,8 +2,9 @@
 next-token loss on the target through the pretrained MLM head, and evaluation by generating
 (greedy or beam search with a key/value cache, `albert_jax.model.decoding`) and scoring the texts.
 
-Data: JSONL `{source, target}` (`albert_jax.tasks.textgen`). Every source is cut to leave room
-for `max_target_length` pieces, so the rows trained on and the rows generated from are the same.
+Data: JSONL `{source, target}` (`albert_jax.data.finetuning.textgen`). Every source is cut to leave
+room for `max_target_length` pieces, so the rows trained on and the rows generated from are the
+same.
 Evaluation reports the generation metrics (exact match, character F1, BLEU, ROUGE-L), the
 teacher-forced `loss` and `token_accuracy`, and with `task.entity_scores` the entity-level
 precision / recall / F1 of the People's Daily entity lists. Generation runs in one process.
@@ -15,11 +16,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from albert_jax.data.finetuning import textgen
+from albert_jax.data.finetuning.records import _special_ids
 from albert_jax.model import decoding
 from albert_jax.model.losses import cross_entropy
-from albert_jax.tasks import metrics as M
-from albert_jax.tasks import textgen
-from albert_jax.tasks.data import _special_ids
+from albert_jax.scoring import generation
+from albert_jax.scoring import metrics as M
 from albert_jax.tasks.finetune_config import Seq2SeqSettings
 from albert_jax.tasks.finetuning import (
     INPUTS,
@@ -111,7 +113,7 @@ class Seq2SeqTask(FinetuneTask):
         values = {}
         if sums is not None:
             refs = [textgen.reference_text(tok, ex.target) for ex in examples]
-            values = textgen.generation_metrics(texts, refs, bool(self.head["char_level"]))
+            values = generation.generation_metrics(texts, refs, bool(self.head["char_level"]))
             values.pop("examples", None)
             if self.head.get("entity_scores"):
                 values.update(textgen.entity_scores(texts, refs))

@@ -1,6 +1,6 @@
-"""Token tagging: CoNLL `word ... tag` lines or JSONL `{words, tags}` (`albert_jax.tasks.data`),
-a tag per word predicted at the word's first piece (BIO / BMES), entity-level precision / recall
-/ F1 as seqeval's strict mode computes them."""
+"""Token tagging: CoNLL `word ... tag` lines or JSONL `{words, tags}`
+(`albert_jax.data.finetuning.records`), a tag per word predicted at the word's first piece (BIO /
+BMES), entity-level precision / recall / F1 as seqeval's strict mode computes them."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from albert_jax.data.finetuning import records as D
 from albert_jax.model.losses import cross_entropy
+from albert_jax.scoring import metrics as M
 from albert_jax.tasks import classification
-from albert_jax.tasks import data as D
-from albert_jax.tasks import metrics as M
 from albert_jax.tasks.finetune_config import TaggingSettings
 from albert_jax.tasks.finetuning import FinetuneReader, FinetuneTask
 

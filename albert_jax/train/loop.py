@@ -3,7 +3,7 @@
 Everything a run does besides stepping is a named hook (`Hooks`): log, checkpoint, evaluate
 (with keep-best), the NaN guard's message, preemption, progress and the per-step callbacks
 (profiler, fault injection). The trainer (`albert_jax.train.trainer.train`) runs with all of them;
-the learning-rate search's trials (`albert_jax.tasks.lr_search`) with none.
+the learning-rate search's trials (`albert_jax.jobs.lr_search`) with none.
 
 The host never waits for the device between sync steps: metrics stay on device and it dispatches
 up to `RUN_AHEAD` steps ahead. A sync step is one where a hook acts (a log, checkpoint or eval

@@ -524,7 +524,7 @@ def make_optimizer(
     own = stacked_paths(model_config)  # the layer axes of `model_config`'s layout, read once
     stacked = own if stacked is None else stacked
     for field in ("learning_rate", "lr_multipliers"):
-        if get(field) is None:  # fine-tuning's "auto": `tasks.run` resolves it by model size
+        if get(field) is None:  # fine-tuning's "auto": `jobs.run` resolves it by model size
             raise ValueError(f"{field} is None (auto) and was never resolved: set a value")
     schedule = warmup_polynomial_decay(
         get("learning_rate"),

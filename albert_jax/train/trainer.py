@@ -191,7 +191,7 @@ def create_state(task, tx, mesh, rules):
 @dataclasses.dataclass
 class CompiledTask:
     """A job's mesh, state shardings and jitted functions: what one training run (or every
-    trial of the learning-rate search, `albert_jax.tasks.lr_search`) compiles once."""
+    trial of the learning-rate search, `albert_jax.jobs.lr_search`) compiles once."""
 
     job: Job
     mesh: Any

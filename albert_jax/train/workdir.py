@@ -32,7 +32,7 @@ from albert_jax.checkpoints.checkpoint import short_error
 from albert_jax.checkpoints.common import expected_shapes
 from albert_jax.checkpoints.errors import ConversionError
 from albert_jax.checkpoints.source import Source
-from albert_jax.data.corpus import DataConfigError, corpus_tokenizer, resolve_paths
+from albert_jax.data.pretraining.corpus import DataConfigError, corpus_tokenizer, resolve_paths
 from albert_jax.model import presets
 from albert_jax.model.config import AlbertConfig
 from albert_jax.text import tokenization

@@ -38,10 +38,10 @@ def use_prepared(c, name: str, ext: str) -> None:
 def use_new_task_defaults(c) -> None:
     """Defaults for a task nobody tuned for (tsv.py, ner.py, cloze.py, suite.py).
 
-    The learning rate searched on dev (`albert_jax.tasks.lr_search`: short trials over a
+    The learning rate searched on dev (`albert_jax.jobs.lr_search`: short trials over a
     grid by model size, hidden <= 256: 3e-5 / 1e-4 / 3e-4; >= 768: 1e-5 / 2e-5 / 5e-5; the best
     trial that did not collapse wins; when all collapsed, they run again twice as long) and
-    the head's multiplier chosen by model size (`albert_jax.tasks.run.auto_learning_rate`:
+    the head's multiplier chosen by model size (`albert_jax.jobs.run.auto_learning_rate`:
     hidden <= 256: x10, >= 768: x1). A value passed on the command line is kept and not
     searched (`--config.optim.lr_multipliers=''`: no multiplier);
     `--config.lr_search.enabled=False` takes the rate by model size instead (hidden <= 256:

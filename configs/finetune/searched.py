@@ -1,6 +1,6 @@
 """Any task config with its learning rate searched on dev: `searched.py:TASK` is
 `configs/finetune/TASK.py` (`TASK:ARG` for one taking an argument, e.g. `suite:headlines`) with
-`optim.learning_rate` left to the search (`albert_jax.tasks.lr_search`, as
+`optim.learning_rate` left to the search (`albert_jax.jobs.lr_search`, as
 `common.use_new_task_defaults` does) and everything else as that config has it (epochs, head
 multiplier, lengths). A rate cannot be unset from the command line (`--config.optim.learning_rate`
 takes a number), so configs that fix one (sentiment.py, relation.py, entities.py) get the search

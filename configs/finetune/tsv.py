@@ -7,7 +7,7 @@ columns), e.g. GLUE-style files; `task.type=regression` for a float label (STS-B
 
 Tagging files (CoNLL) work the same way with `task.type=tagging` (see ner.py).
 
-Learning rate: searched on dev (albert_jax/tasks/lr_search.py). Before the run, short trials
+Learning rate: searched on dev (albert_jax/jobs/lr_search.py). Before the run, short trials
 (together half the run's steps, so the run costs about 1.5x) try a grid by model size (hidden
 <= 256, the project's CPU checkpoints: 3e-5, 1e-4, 3e-4; >= 768, the released checkpoints:
 1e-5, 2e-5, 5e-5; geometric in between), each scored on dev; the best trial whose predictions

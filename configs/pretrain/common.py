@@ -9,7 +9,7 @@ import os
 
 import ml_collections
 
-from albert_jax.data.config import DataConfig
+from albert_jax.data.pretraining.config import DataConfig
 from albert_jax.model.config import AlbertConfig
 from albert_jax.tasks.pretrain_config import PretrainConfig
 from albert_jax.train.config import TrainerConfig
@@ -25,8 +25,8 @@ def peoples_daily_path() -> str:
 
 
 def get_data_config() -> ml_collections.ConfigDict:
-    """The data section (`albert_jax.data.config.DataConfig`, where its leaves and defaults are
-    documented), reading People's Daily."""
+    """The data section (`albert_jax.data.pretraining.config.DataConfig`, where its leaves and
+    defaults are documented), reading People's Daily."""
     d = DataConfig.section()
     d.input_files = peoples_daily_path()
     return d

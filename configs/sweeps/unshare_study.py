@@ -16,7 +16,7 @@ results.md section 6). Its corpus reads the sentiment *training* texts from
 (the same deterministic split the sweep builds for fine-tuning under DIR).
 
 Fine-tuning, from that model, for each task (`searched.py`: the task's own config with the
-learning rate searched on dev, `albert_jax.tasks.lr_search`, on seed 0 of each point, so each
+learning rate searched on dev, `albert_jax.jobs.lr_search`, on seed 0 of each point, so each
 layout and the control gets its own rate) and each layout, `finetune.unshare` = '' (the
 checkpoint's shared block), all, attention, ffn (per-layer copies of both sub-blocks, of the
 attention only, of the FFN only), plus the random-init control (`init=none`, the same shape and

@@ -17,10 +17,11 @@ import ml_collections
 import numpy as np
 import pytest
 
+from albert_jax.data.finetuning import records as D
 from albert_jax.experiments import datasets
-from albert_jax.tasks import data as D
+from albert_jax.jobs import start
 from albert_jax.tasks import finetuning as F
-from albert_jax.tasks import pretraining, start, tagging
+from albert_jax.tasks import pretraining, tagging
 from albert_jax.tasks.finetune_config import TaggingSettings
 from albert_jax.train import optim, trainer
 from albert_jax.train.config import Plan

@@ -32,7 +32,7 @@ def _resume_script(tmp_path):
             sys.path.insert(0, {ROOT!r})
             import ml_collections, numpy as np
             from absl import flags
-            from albert_jax.data import pipeline
+            from albert_jax.data.pretraining import pipeline
 
             def main():
                 flags.FLAGS(sys.argv[:1])

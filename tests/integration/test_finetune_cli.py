@@ -13,7 +13,7 @@ from support import ROOT, choice
 from support.finetune import read_jsonl, write_run
 
 from albert_jax.checkpoints import checkpoint
-from albert_jax.tasks import run as runs
+from albert_jax.jobs import run as runs
 from finetune import compare
 
 

@@ -56,6 +56,6 @@ def test_entry_points_reuse_freed_host_memory_instead_of_faulting_it_in_again():
 
 def test_data_module_has_no_jax():
     # Featurizing runs in input workers: it must not pull in JAX.
-    code = "import sys, albert_jax.tasks.data; print('jax' in sys.modules)"
+    code = "import sys, albert_jax.data.finetuning.records; print('jax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

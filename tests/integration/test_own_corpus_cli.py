@@ -15,7 +15,7 @@ import pytest
 from support.corpus import CPU_SMALL, SHORT, SP_FIXTURE, one_sentence_corpus, run
 
 from albert_jax.checkpoints import checkpoint
-from albert_jax.data import corpus, pipeline
+from albert_jax.data.pretraining import corpus, pipeline
 from configs.pretrain import common
 
 

@@ -1,7 +1,7 @@
 """The grain pipeline as the data tests read it: a data config with overrides, and the first
 batches of its iterator."""
 
-from albert_jax.data import pipeline
+from albert_jax.data.pretraining import pipeline
 
 
 def cfg(base, **overrides):

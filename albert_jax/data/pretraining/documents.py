@@ -3,7 +3,7 @@
 Inputs (``input_files``): a comma-separated string or a list of files, directories (every file
 under them, hidden names skipped) and globs (``expand_inputs``). An empty ``corpus_name`` is made
 from the inputs and the settings that shape the corpus (``auto_corpus_name``).
-``albert_jax.data.corpus`` builds the tokenized corpus from these documents.
+``albert_jax.data.pretraining.corpus`` builds the tokenized corpus from these documents.
 
 Input formats (``input_format``):
 
@@ -43,7 +43,7 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
-from albert_jax.data.config import DataConfig
+from albert_jax.data.pretraining.config import DataConfig
 from albert_jax.errors import InputError
 
 log = logging.getLogger(__name__)

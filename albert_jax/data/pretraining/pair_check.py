@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from albert_jax.data import corpus
-from albert_jax.data.config import DataConfig
+from albert_jax.data.pretraining import corpus
+from albert_jax.data.pretraining.config import DataConfig
 
 FIX = "--config.data.single_segment=split"
 RATE_LIMIT = 0.9  # label-1 or random-document share of pairs above this: degenerate

@@ -19,7 +19,7 @@ TASK_METRICS = {
     "classification": ("accuracy", "macro_f1", "mcc"),
     "regression": ("pearson", "spearman", "mse"),
     "tagging": ("f1", "precision", "recall", "accuracy"),
-    "qa": ("f1", "exact"),  # SQuAD's, in percent (albert_jax.tasks.squad)
+    "qa": ("f1", "exact"),  # SQuAD's, in percent (albert_jax.scoring.squad)
     "multiple_choice": ("accuracy",),
     "relation": ("f1", "precision", "recall", "subject_f1"),  # exact triples, micro
     "seq2seq": ("f1", "exact_match", "bleu", "rouge_l", "entity_f1"),  # textgen, in percent

@@ -19,7 +19,12 @@ import os
 import numpy as np
 from etils import epath
 
-from albert_jax.data.documents import CorpusStats, expand_inputs, log, tokenize_documents
+from albert_jax.data.pretraining.documents import (
+    CorpusStats,
+    expand_inputs,
+    log,
+    tokenize_documents,
+)
 from albert_jax.text.tokenization import META_FILE, load_tokenizer
 
 

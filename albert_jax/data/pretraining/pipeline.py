@@ -38,9 +38,13 @@ import time
 import grain
 import numpy as np
 
-from albert_jax.data import corpus, masking, pairs
-from albert_jax.data.config import DataConfig
-from albert_jax.data.corpus import DataConfigError, corpus_tokenizer, resolve_paths  # re-exported
+from albert_jax.data.pretraining import corpus, masking, pairs
+from albert_jax.data.pretraining.config import DataConfig
+from albert_jax.data.pretraining.corpus import (  # re-exported
+    DataConfigError,
+    corpus_tokenizer,
+    resolve_paths,
+)
 from albert_jax.text.tokenization import CLS_ID, MASK_ID, PAD_ID, SEP_ID, pretraining_ids
 
 _PERM_STREAM, _PAIR_STREAM, _MASK_STREAM = 0, 1, 2

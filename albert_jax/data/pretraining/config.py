@@ -4,7 +4,8 @@ Every pretraining config's `data` section starts from `DataConfig.section()`
 (`configs/pretrain/common.py:get_data_config`, which also names the input: People's Daily), so
 each leaf below exists and parses on the command line (`--config.data.vocab_size=4000`); the
 library reads a section back with `DataConfig.from_config(config.data)`, never with a default of
-its own. The pipeline's checks of these values are `albert_jax.data.pipeline.check_config`.
+its own. The pipeline's checks of these values are
+`albert_jax.data.pretraining.pipeline.check_config`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from etils import epath
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
-from albert_jax.tasks import lr_search
+from albert_jax.jobs import lr_search
 from albert_jax.tasks.finetune_config import TASK_SETTINGS, FinetuneConfig
 from albert_jax.tasks.finetuning import (
     FRESH_HEAD,

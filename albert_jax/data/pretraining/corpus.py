@@ -22,9 +22,9 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
-from albert_jax.data import parallel
-from albert_jax.data.config import DataConfig
-from albert_jax.data.documents import (
+from albert_jax.data.pretraining import parallel
+from albert_jax.data.pretraining.config import DataConfig
+from albert_jax.data.pretraining.documents import (
     CorpusError,
     CorpusStats,
     auto_corpus_name,

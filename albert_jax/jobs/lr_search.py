@@ -41,7 +41,7 @@ from albert_jax.train.prefetch import DevicePrefetch
 from albert_jax.train.trainer import compile_task, global_batch
 
 # (hidden size, grid) at the two ends; each point is interpolated geometrically in between, as
-# the auto rate (`tasks.run.AUTO_LR`). Small models (the project's CPU checkpoints) train
+# the auto rate (`jobs.run.AUTO_LR`). Small models (the project's CPU checkpoints) train
 # between 3e-5 and 3e-4 with the head at 10x (1e-4 on the 4-class reviews, 3e-4 on NER); base
 # and larger take the papers' grid.
 GRIDS = ((256, (3e-5, 1e-4, 3e-4)), (768, (1e-5, 2e-5, 5e-5)))
