@@ -241,14 +241,16 @@ class CompiledTask:
             logging.info("pretrained weights: %s", json.dumps(report))
         return state.replace(params=params)
 
-    def evaluate(self, params, step, split=None):
-        """The evaluator's metrics of `params` (`evaluate`), each batch through `eval_fn`."""
+    def evaluate(self, params, step, split=None, final=False):
+        """The evaluator's metrics of `params` (predict, score, check), each batch through
+        `eval_fn`; a `final` split's predictions then go to `callbacks.write_predictions`."""
 
         def run(local):
             return to_host(self.eval_fn(params, global_batch(local, self.mesh)))
 
         run.params = params  # for tasks that drive the model themselves (generation)
-        return self.job.evaluator.evaluate(run, step, split)
+        write = self.job.callbacks.write_predictions if final else None
+        return self.job.evaluator.evaluate(run, step, split, write)
 
 
 def compile_task(
@@ -594,15 +596,15 @@ class _Best:
 
 
 def _final_evaluation(callbacks, evaluate, best, shardings, workdir, is_main) -> None:
-    """Evaluate `callbacks.final_splits` with the best parameters (predictions written by the
-    evaluator); results.json gets the best step's metrics and these."""
+    """Evaluate `callbacks.final_splits` with the best parameters (their predictions written by
+    `callbacks.write_predictions`); results.json gets the best step's metrics and these."""
     crash_point("final")
     _, params = checkpoint.load(paths.join(workdir, "best"))
     params = jax.tree_util.tree_map(jax.device_put, params, shardings.params)
     results = {**callbacks.results_info}
     results.update(best_step=best.step, metric=best.name, best_eval=best.record["eval"])
     for split in callbacks.final_splits:
-        values = evaluate(params, best.step, split)
+        values = evaluate(params, best.step, split, final=True)
         results[split] = values
         if is_main:
             print(f"best step {best.step}, {split}: " + _format(values), flush=True)
