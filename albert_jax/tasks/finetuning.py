@@ -7,10 +7,10 @@ Each task type names a module in `TASK_MODULES` (classification and regression:
 `.choice`, relations: `.relation`, seq2seq: `.seq2seq`); a config names its task by that type.
 Its `Task`, a `FinetuneTask` subclass, is the trainer's interface (loss, eval_step,
 `rows_and_metrics(split, predictions)`, from which `score` (metrics) and `rows` (the readable
-predictions) come, `predict(run, split)` when it drives the model itself); its `Reader`, a `FinetuneReader` subclass built on the task's typed settings
-(`finetune_config.TaskSettings`, the kind's subclass), is the data side `FinetuneData` uses
-before any task exists (`read`, `featurize`, `head_fields`; `check_targets`,
-`training_examples` and `labels` have defaults).
+predictions) come, `predict(run, split)` when it drives the model itself); its `Reader`, a
+`FinetuneReader` subclass built on the task's typed settings (`finetune_config.TaskSettings`,
+the kind's subclass), is the data side `FinetuneData` uses before any task exists (`read`,
+`featurize`, `head_fields`; `check_targets`, `training_examples` and `labels` have defaults).
 
 `FinetuneData` reads `config.task` once into the kind's settings, reads the starting checkpoint
 (anything `albert_jax.checkpoints.source` reads, or a pretraining workdir: `start.load_init`),
@@ -42,6 +42,7 @@ from albert_jax.model.heads import build_model
 from albert_jax.tasks import data as D
 from albert_jax.tasks import metrics as M
 from albert_jax.tasks.finetune_config import (
+    FINETUNE_EVALS,
     TASK_SETTINGS,
     FinetuneConfig,
     FinetuneError,
@@ -228,7 +229,7 @@ class FinetuneTask(Task, Evaluator):
     model itself, as generation does, also its own `predict`."""
 
     progress_keys = ("loss", "accuracy", "learning_rate")
-    final_splits = ("dev", "test")
+    splits = ("train", "dev", "test")  # what `config.evals` may name
 
     def __init__(self, config, data: FinetuneData, workdir: str | None = None):
         self.config, self.data = config, data
@@ -267,7 +268,6 @@ class FinetuneTask(Task, Evaluator):
             progress_keys=self.progress_keys,
             best_metric=self.best_metric,
             save_model=self.save_model,
-            final_splits=self.final_splits,
             write_predictions=self.write_final,
             results_info=self.results_info,
             on_evaluation=self.on_evaluation,
@@ -276,6 +276,7 @@ class FinetuneTask(Task, Evaluator):
         return Job(
             self, self.train_iterator, self.global_batch_size, self.seq_length,
             self.flops_per_example(), evaluator=self, start=start, callbacks=callbacks,
+            evals=FINETUNE_EVALS,
         )  # fmt: skip
 
     # --- the task model

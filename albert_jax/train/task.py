@@ -13,6 +13,9 @@
 - `Callbacks`: what a job adds to a run (fine-tuning keeps its best model, logs layer drift,
   writes the readable predictions of its final splits).
 
+What is evaluated when is the config's `evals` (`albert_jax.train.config.EvalConfig`, by name;
+a `Job`'s `evals` are the defaults of a config without the section).
+
 Pretraining (`albert_jax.tasks.pretraining`) and every fine-tuning task
 (`albert_jax.tasks.finetuning`) build their `Job` (`job()`); the trainer knows no task by name.
 
@@ -32,6 +35,7 @@ import flax.linen as nn
 import jax
 
 from albert_jax.model import sharing
+from albert_jax.train.config import EvalConfig
 
 
 class Task(abc.ABC):
@@ -68,6 +72,9 @@ class Task(abc.ABC):
 class Evaluator(abc.ABC):
     """Predictions of a split and their metrics."""
 
+    # The split names `config.evals` may give it ('' = its evaluation split).
+    splits: tuple[str, ...] = ("",)
+
     @abc.abstractmethod
     def predict(self, run: Callable, split: str | None = None) -> Any:
         """The predictions of `split` (None: the evaluation split). `run(local_batch)` returns
@@ -81,6 +88,7 @@ class Evaluator(abc.ABC):
     def check(self, split: str | None, step: int, predictions, metrics: dict[str, float]) -> None:
         """After `score` at `step`: what is worth saying about the predictions beyond their
         metrics (fine-tuning: one warning line when they collapsed); nothing by default."""
+        return None
 
     def evaluate(
         self,
@@ -116,7 +124,6 @@ class Callbacks:
     # (name, 'max' | 'min'): keep the best parameters by this eval metric (`save_model`)
     best_metric: tuple[str, str] | None = None
     save_model: Callable[[str, Any, dict], None] | None = None  # (path, host params, info)
-    final_splits: tuple[str, ...] = ()  # evaluated with the best parameters at the end
     # (split, predictions) of each final split, after its scoring: its readable predictions
     write_predictions: Callable[[str, Any], None] | None = None
     results_info: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # results.json
@@ -134,5 +141,10 @@ class Job:
     seq_length: int  # for tokens/s
     flops_per_example: float  # training FLOPs (forward + backward) of one example
     evaluator: Evaluator | None = None
+    # What it evaluates when its config has no `evals` section (`config.read_evals`): the
+    # evaluation split every eval_every steps; a task's configs/*/common.py states the same.
+    evals: Mapping[str, EvalConfig] = dataclasses.field(
+        default_factory=lambda: {"eval": EvalConfig()}
+    )
     start: Start = Start()
     callbacks: Callbacks = Callbacks()
