@@ -3,6 +3,8 @@ split is evaluated every how many steps, which again at the end with the best pa
 readable predictions written then, never during training), which metrics are kept; an unknown
 split is refused before anything is written, naming its key."""
 
+import glob
+import importlib
 import json
 import os
 
@@ -32,6 +34,28 @@ def test_defaults_are_todays_evaluations():
     assert read_evals(pretrain_defaults(), {}, ("",)) == {"eval": EvalConfig()}
     # a config built without the section gets the job's defaults
     assert read_evals({}, {"x": EvalConfig(every=5)}, ("",)) == {"x": EvalConfig(every=5)}
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = sorted(
+    os.path.relpath(p, ROOT)[:-3].replace(os.sep, ".")
+    for kind in ("pretrain", "finetune")
+    for p in glob.glob(os.path.join(ROOT, "configs", kind, "*.py"))
+    if os.path.basename(p) not in ("__init__.py", "common.py")
+)
+
+
+@pytest.mark.parametrize("module", CONFIGS)
+def test_every_config_declares_its_evaluators(module):
+    """Every config gets the defaults from its common.py, so `--config.evals.NAME.every=N`
+    parses (here as the command line applies it) and reads back typed."""
+    args = {"searched": ("sentiment",), "suite": ("headlines",)}  # those take an argument
+    get_config = importlib.import_module(module).get_config
+    config = get_config(*args.get(module.rsplit(".", 1)[1], ()))
+    name = "eval" if module.startswith("configs.pretrain") else "dev"
+    config.update_from_flattened_dict({f"evals.{name}.every": 100})
+    splits = ("",) if name == "eval" else F.FinetuneTask.splits
+    assert read_evals(config, {}, splits)[name].every == 100
 
 
 def test_an_unknown_split_or_schedule_is_named_by_its_key(pretrained, files, tmp_path):
