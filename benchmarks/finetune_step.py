@@ -4,13 +4,16 @@
     python benchmarks/finetune_step.py --size base --peer-python /tmp/peer/bin/python
 
 Times one full fine-tuning step (forward + backward + AdamW update, classifier dropout 0.1 on,
-encoder and attention dropout 0 as in the reference fine-tuning setup) of
-`AlbertForSequenceClassification` built and stepped exactly as the trainer does
-(`albert_jax.train.trainer.compile_task`, the state donated, on a 1-device mesh), for each
-requested sharing layout. Per layout it reports the compile time (trace + lower + XLA compile,
-ahead of time), the first step after compiling, and the median step time (wall;
-`step_cpu_s`: the process's CPU time, less sensitive to other load on a shared machine) and
-examples/s over `--steps` timed steps after `--warmup` untimed ones.
+encoder and attention dropout 0 as in the reference fine-tuning setup) of the real
+classification task (`FinetuneTask.from_config` on a fine-tuning config, a synthetic WordPiece
+vocabulary of the preset's size and a small synthetic training file written to a temporary
+directory: its loss, head and job as `python -m finetune` runs them), stepped exactly as the
+trainer does (`albert_jax.train.trainer.compile_task`, the state donated, on a 1-device mesh) on
+the synthetic batch the peer gets too, for each requested sharing layout. Per layout it reports
+the compile time (trace + lower + XLA compile, ahead of time), the first step after compiling,
+and the median step time (wall; `step_cpu_s`: the process's CPU time, less sensitive to other
+load on a shared machine) and examples/s over `--steps` timed steps after `--warmup` untimed
+ones.
 
 With `--peer-python` each layout is also run by `benchmarks/peer_finetune.py` (transformers'
 `FlaxAlbertForSequenceClassification` + optax AdamW, same sizes, batch and inputs; `none` as
@@ -33,55 +36,25 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import flax
 import jax
-import jax.numpy as jnp
 import ml_collections
-import optax
 from report import NUM_LABELS, classification_batch, emit, xla_cost  # benchmarks/ on sys.path
 
 from albert_jax import cli
 from albert_jax.model import presets
-from albert_jax.model.heads import AlbertForSequenceClassification
+from albert_jax.tasks.finetuning import FinetuneTask
+from albert_jax.text.tokenization import load_tokenizer
 from albert_jax.train import partitioning, trainer
-from albert_jax.train.task import Job, Task
+from albert_jax.train.task import Job
+from configs.finetune.common import get_common
 
 SIZES = ("tiny", "small", "base", "large", "xlarge", "xxlarge")
 CLASSIFIER_DROPOUT = 0.1
-
-
-class ClassificationTask(Task):
-    """A sequence-classification task model (the trainer's `Task`) on synthetic batches."""
-
-    def __init__(self, model_config, batch_size: int):
-        self.model_config, self.global_batch_size = model_config, batch_size
-        self.model = AlbertForSequenceClassification(
-            model_config, num_labels=NUM_LABELS, classifier_dropout=CLASSIFIER_DROPOUT
-        )
-
-    def dummy_batch(self):
-        return {"input_ids": jnp.zeros((1, 8), jnp.int32)}
-
-    def normalizers(self, batch):
-        return {"n": jnp.asarray(batch["labels"].shape[0], jnp.float32)}
-
-    def loss(self, params, batch, norms, rng):
-        out = self.model.apply(
-            {"params": params},
-            batch["input_ids"],
-            batch["token_type_ids"],
-            batch["attention_mask"],
-            deterministic=rng is None,
-            rngs=None if rng is None else {"dropout": rng},
-        )
-        nll = optax.softmax_cross_entropy_with_integer_labels(out.logits, batch["labels"])
-        correct = (jnp.argmax(out.logits, -1) == batch["labels"]).astype(jnp.float32)
-        return nll.sum() / norms["n"], {"accuracy": correct.sum() / norms["n"]}
-
-    def eval_step(self, params, batch):
-        return self.loss(params, batch, self.normalizers(batch), None)[1]
+SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 def model_config_for(args, layout: str):
@@ -93,6 +66,37 @@ def model_config_for(args, layout: str):
         scan_layers=args.scan,
         remat=args.remat,
     )
+
+
+def write_inputs(where: str, vocab_size: int, batch: int) -> None:
+    """A WordPiece vocabulary of `vocab_size` entries (the preset's: the peer's model has the
+    same embedding table) and a training file of `batch` two-label examples under `where`."""
+    os.makedirs(os.path.join(where, "tokenizer"), exist_ok=True)
+    words = [f"w{i}" for i in range(vocab_size - len(SPECIAL))]
+    with open(os.path.join(where, "tokenizer", "vocab.txt"), "w") as f:
+        f.write("\n".join((*SPECIAL, *words)) + "\n")
+    with open(os.path.join(where, "train.jsonl"), "w") as f:
+        for i in range(batch):
+            text = " ".join(words[(i + j) % len(words)] for j in range(8))
+            f.write(json.dumps({"text": text, "label": ("neg", "pos")[i % NUM_LABELS]}) + "\n")
+
+
+def finetune_task(args, layout: str, where: str) -> FinetuneTask:
+    """The real classification task of a fine-tuning config (`configs/finetune/common.py`) on
+    the preset's shape with `layout`, as `python -m finetune` builds it (its loss, head and
+    classifier dropout; encoder and attention dropout 0 as in the reference fine-tuning)."""
+    c = get_common("classification")
+    c.model_from = f"albert-{args.size}"
+    c.batch_size = args.batch
+    c.task.train = os.path.join(where, "train.jsonl")
+    c.task.max_seq_length = args.seq
+    c.model.update(hidden_dropout=0.0, attention_dropout=0.0, scan_layers=args.scan)
+    c.model.update(remat=args.remat, classifier_dropout=CLASSIFIER_DROPOUT)
+    preset = model_config_for(args, layout)  # the layout as its two group counts (overrides)
+    with c.model.unlocked():
+        c.model.update(attention_groups=preset.attention_groups, ffn_groups=preset.ffn_groups)
+    tokenizer = load_tokenizer(os.path.join(where, "tokenizer"))
+    return FinetuneTask.from_config(c, tokenizer, splits=("train",))
 
 
 def run_config():
@@ -158,12 +162,16 @@ def compile_and_time(config, job: Job, batch: dict, warmup: int, steps: int):
 
 
 def measure(args, layout: str) -> dict:
-    config = model_config_for(args, layout)
-    task = ClassificationTask(config, args.batch)
-    job = Job(task, lambda index, count: iter(()), args.batch, args.seq, 0.0)  # batches: ours
+    with tempfile.TemporaryDirectory() as where:
+        write_inputs(where, model_config_for(args, layout).vocab_size, args.batch)
+        task = finetune_task(args, layout, where)
+    config = task.model_config
+    if config != model_config_for(args, layout):  # the peer is built from the preset
+        raise RuntimeError(f"the task's model {config} is not the preset's")
     batch = classification_batch(config.vocab_size, args.batch, args.seq)
+    batch["label"] = batch.pop("labels")  # the task's target field (the peer's batch: labels)
     state, compiled, compile_s, first, times, cpu, metrics = compile_and_time(
-        run_config(), job, batch, args.warmup, args.steps
+        run_config(), task.job(), batch, args.warmup, args.steps
     )
     n_params = sum(x.size for x in jax.tree_util.tree_leaves(state.params))
     step_s = statistics.median(times)

@@ -265,6 +265,13 @@ def planted_qa_logits(feats):
     return logits
 
 
+def evaluated(task, split, step, predictions):
+    """(rows, metrics) of an evaluation at `step`: scored, checked (the warning), the rows."""
+    values = task.score(split, predictions)
+    task.check(split, step, predictions, values)
+    return task.rows(split, predictions), values
+
+
 def test_qa_all_no_answer_warns_with_span_only_scores_and_the_floor(qa_task, caplog):
     task = qa_task
     feats = task.data.features["test"]
@@ -277,7 +284,7 @@ def test_qa_all_no_answer_warns_with_span_only_scores_and_the_floor(qa_task, cap
     # + 0) / 4 = 62.5 %, EM 2 / 4 = 50 %.
     task.null_threshold = 0.0  # as tuned on dev; the test split keeps it
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        rows, values = task.flag_collapse("test", 3, *task.score("test", logits))
+        rows, values = evaluated(task, "test", 3, logits)
     assert [r["prediction"] for r in rows] == [""] * 4
     assert [r["nbest"][0]["text"] for r in rows] == ["good", "room", "staff", "bad"]
     assert values["f1"] == values["exact"] == 25.0
@@ -297,7 +304,7 @@ def test_qa_all_no_answer_warns_with_span_only_scores_and_the_floor(qa_task, cap
     caplog.clear()
     task.null_threshold = 100.0  # never "no answer": four different answers
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        rows, values = task.flag_collapse("test", 3, *task.score("test", logits))
+        rows, values = evaluated(task, "test", 3, logits)
     assert warnings_of(caplog) == []
     assert values["f1"] == values["span_f1"] == 62.5 and values["collapsed"] == 0.0
 
@@ -330,17 +337,18 @@ def test_choice_one_option_always_fires():
 def test_relations_without_any_triple_fire(caplog, re_files, model_from):
     task = built(re_config("", re_files), model_from)
     assert isinstance(task, RelationTask)
+    task.rows_and_metrics = lambda name, planted: planted  # (rows, metrics) as decoded
     one = [{"subject": "a", "predicate": "p", "object": "b"}]
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        _, values = task.flag_collapse("dev", 2, [{"predicted": []}] * 6, {"f1": 0.0})
+        _, values = evaluated(task, "dev", 2, ([{"predicted": []}] * 6, {"f1": 0.0}))
     (line,) = warnings_of(caplog)
     assert line.startswith("dev predictions collapsed at step 2: no triple predicted for any "
                            "of 6 sentences; likely causes:")  # fmt: skip
     assert values == {"f1": 0.0, "collapsed": 1.0}
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        _, values = task.flag_collapse("dev", 2, [{"predicted": []}] * 5 + [{"predicted": one}],
-                                       {"f1": 0.1})  # fmt: skip
+        rows = [{"predicted": []}] * 5 + [{"predicted": one}]
+        _, values = evaluated(task, "dev", 2, (rows, {"f1": 0.1}))
     assert warnings_of(caplog) == [] and values["collapsed"] == 0.0
 
 
@@ -357,7 +365,7 @@ def test_seq2seq_empty_or_identical_generations_fire_through_evaluate(
         (["天气", "好", "", "天气"], None),
     ):
         task.predict = lambda run, name, t=texts: t
-        task.score = lambda name, t: ([{"prediction": x} for x in t], {"f1": 1})
+        task.rows_and_metrics = lambda name, t: ([{"prediction": x} for x in t], {"f1": 1.0})
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger=LOGGER):
             values = task.evaluate(None, 5)

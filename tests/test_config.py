@@ -129,7 +129,8 @@ def test_a_finetuning_config_has_no_pretraining_leaf(name):
     from albert_jax.train.config import TrainerConfig
     from configs.pretrain.common import pretrain_defaults
 
-    shared = set(TrainerConfig.section()) | set(FinetuneConfig.section()) | {"optim"}
+    # the optimizer's and the evaluators' (`config.evals`) sections are every job's
+    shared = set(TrainerConfig.section()) | set(FinetuneConfig.section()) | {"optim", "evals"}
     pretraining_only = set(pretrain_defaults()) - shared
     assert {"objective", "electra", "train_flops", "cross_eval"} <= pretraining_only
     arg = {"searched": "sentiment", "suite": "headlines"}.get(name)  # those take an argument

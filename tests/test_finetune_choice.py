@@ -171,7 +171,7 @@ def test_padded_options_never_get_probability(pretrained, race):
     cm = feats["choice_mask"]
     # Padded options scored far above the real ones: still no probability, never chosen.
     logits = np.where(cm > 0, np.random.default_rng(0).normal(size=cm.shape), 100.0)
-    rows, values = task.score("dev", logits)
+    rows, values = task.rows_and_metrics("dev", logits)
     for r, m in zip(rows, cm, strict=True):
         assert len(r["probabilities"]) == len(r["options"]) == m.sum()
         assert sum(r["probabilities"]) == pytest.approx(1, abs=1e-5)

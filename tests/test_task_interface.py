@@ -53,12 +53,19 @@ def test_each_task_type_builds_from_config_trains_and_evaluates(task_type, model
 
         run.params = state.params
         predictions = task.predict(run, "dev")
-    rows, values = task.score("dev", predictions)
+    values = task.score("dev", predictions)
+    # score: metrics only, floats, the collapse flag among them; the rows come apart
+    assert all(type(v) is float for v in values.values()), values
+    assert metric in values and np.isfinite(values[metric]) and values["collapsed"] in (0.0, 1.0)
+    rows = task.rows("dev", predictions)
     assert len(rows) == len(task.data.examples["dev"])  # every dev example predicted once
-    assert metric in values and np.isfinite(values[metric])
-    # evaluate is the two in a row (plus the collapse flag)
+    assert all(isinstance(r, dict) for r in rows)
+    assert task.rows_and_metrics("dev", predictions)[1] == {
+        k: v for k, v in values.items() if k != "collapsed"
+    }
+    # evaluate is predict then score (then check: no metrics of its own)
     with compiled.scope():
-        assert {k: v for k, v in task.evaluate(run, 1).items() if k != "collapsed"} == values
+        assert task.evaluate(run, 1) == values
     assert jax.tree.structure(state.params) == jax.tree.structure(compiled.abstract.params)
 
 
@@ -88,6 +95,7 @@ def test_pretraining_trains_and_evaluates_as_predict_then_score(objective, metri
         assert [len(batches) for batches in predictions.values()] == [2]  # eval_batches
         values = task.score(None, predictions)
         assert {"mlm_accuracy", "mlm_majority_accuracy", metric} <= set(values)
+        assert all(type(v) is float for v in values.values()), values
         (batches,) = predictions.values()  # the score is the mean over every predicted batch
         mean = np.mean([float(out["mlm_loss"]) for out, _ in batches])
         assert values["mlm_loss"] == pytest.approx(mean, rel=1e-6)

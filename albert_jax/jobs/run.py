@@ -262,6 +262,7 @@ def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_s
         return jax.device_get(eval_fn(params, batch))
 
     run.params = params
-    rows, values = task.score("input", task.predict(run, "input"))
+    # the readable rows and the metrics alone (no `collapsed`: a file's, not a run's)
+    rows, values = task.rows_and_metrics("input", task.predict(run, "input"))
     write_jsonl(paths.resolve(output_path), rows)
     return values

@@ -238,7 +238,7 @@ class ChoiceTask(FinetuneTask):
     def eval_step(self, params, batch):
         return self.apply(params, batch, None)  # masked in `score`: the mask is no model input
 
-    def score(self, split, logits):
+    def rows_and_metrics(self, split, logits):
         examples, feats = self.data.examples[split], self.data.features[split]
         probs = masked_softmax(np.asarray(logits, np.float64), feats["choice_mask"])
         preds = probs.argmax(-1)

@@ -40,7 +40,7 @@ class ClassificationTask(FinetuneTask):
     def eval_step(self, params, batch):
         return self.apply(params, batch, None)
 
-    def score(self, split, logits):
+    def rows_and_metrics(self, split, logits):
         examples, feats = self.data.examples[split], self.data.features[split]
         rows = []
         if self.data.task_type == "regression":

@@ -15,10 +15,20 @@ from typing import Any
 
 from albert_jax.errors import InputError
 from albert_jax.sections import Section
+from albert_jax.train.config import EvalConfig
 
 
 class FinetuneError(InputError):
     """A fine-tuning setup that cannot work (the message says what to change)."""
+
+
+# `config.evals` of every fine-tuning config (`albert_jax.train.config.EvalConfig`): dev at every
+# evaluation of the plan (once per epoch unless `eval_every` is set) and, with the best model's
+# parameters, dev and test at the end (their predictions in WORKDIR/predictions).
+FINETUNE_EVALS = {
+    "dev": EvalConfig(split="dev", final=True),
+    "test": EvalConfig(split="test", every=-1, final=True),
+}
 
 
 @dataclasses.dataclass(frozen=True)

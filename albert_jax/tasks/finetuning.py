@@ -6,11 +6,11 @@ Each task type names a module in `TASK_MODULES` (classification and regression:
 `albert_jax.tasks.classification`, tagging: `.tagging`, extractive QA: `.qa`, multiple choice:
 `.choice`, relations: `.relation`, seq2seq: `.seq2seq`); a config names its task by that type.
 Its `Task`, a `FinetuneTask` subclass, is the trainer's interface (loss, eval_step,
-`score(split, predictions)` -> (rows, metrics), `predict(run, split)` when it drives the model
-itself); its `Reader`, a `FinetuneReader` subclass built on the task's typed settings
-(`finetune_config.TaskSettings`, the kind's subclass), is the data side `FinetuneData` uses
-before any task exists (`read`, `featurize`, `head_fields`; `check_targets`,
-`training_examples` and `labels` have defaults).
+`rows_and_metrics(split, predictions)`, from which `score` (metrics) and `rows` (the readable
+predictions) come, `predict(run, split)` when it drives the model itself); its `Reader`, a
+`FinetuneReader` subclass built on the task's typed settings (`finetune_config.TaskSettings`,
+the kind's subclass), is the data side `FinetuneData` uses before any task exists (`read`,
+`featurize`, `head_fields`; `check_targets`, `training_examples` and `labels` have defaults).
 
 `FinetuneData` reads `config.task` once into the kind's settings, reads the starting checkpoint
 (anything `albert_jax.checkpoints.source` reads, or a pretraining workdir: `start.load_init`),
@@ -42,6 +42,7 @@ from albert_jax.model.flops import forward_flops_per_sequence
 from albert_jax.model.heads import build_model
 from albert_jax.scoring import metrics as M
 from albert_jax.tasks.finetune_config import (
+    FINETUNE_EVALS,
     TASK_SETTINGS,
     FinetuneConfig,
     FinetuneError,
@@ -223,12 +224,12 @@ class FinetuneTask(Task, Evaluator):
     """What every fine-tuning task shares: the task model and evaluator of `data`, and the `job`
     the trainer runs (training batches, the starting weights, keeping the best model, the layer
     drift log). A task module's `Task` adds `targets`, `normalizers`, `loss`, `eval_step` and
-    `score(split, predictions)` -> (rows, metrics), the rows being the readable predictions
-    written for a final split; a task that drives the model itself, as generation does, also its
-    own `predict`."""
+    `rows_and_metrics(split, predictions)`: the readable predictions (`rows`, written for a final
+    split) and the metrics (`score`, with `collapsed`) of one decoding; a task that drives the
+    model itself, as generation does, also its own `predict`."""
 
     progress_keys = ("loss", "accuracy", "learning_rate")
-    final_splits = ("dev", "test")
+    splits = ("train", "dev", "test")  # what `config.evals` may name
 
     def __init__(self, config, data: FinetuneData, workdir: str | None = None):
         self.config, self.data = config, data
@@ -267,7 +268,7 @@ class FinetuneTask(Task, Evaluator):
             progress_keys=self.progress_keys,
             best_metric=self.best_metric,
             save_model=self.save_model,
-            final_splits=self.final_splits,
+            write_predictions=self.write_final,
             results_info=self.results_info,
             on_evaluation=self.on_evaluation,
         )
@@ -275,6 +276,7 @@ class FinetuneTask(Task, Evaluator):
         return Job(
             self, self.train_iterator, self.global_batch_size, self.seq_length,
             self.flops_per_example(), evaluator=self, start=start, callbacks=callbacks,
+            evals=FINETUNE_EVALS,
         )  # fmt: skip
 
     # --- the task model
@@ -332,20 +334,53 @@ class FinetuneTask(Task, Evaluator):
         )  # fmt: skip
 
     def predict(self, run, split=None):
-        """eval_step's outputs for every example of `split` (`dev` unless named), in order."""
-        return predict_all(run, self.data.features[split or "dev"], self.eval_batch_size)
-
-    def evaluate(self, run, step, split=None) -> dict[str, float]:
-        """Scores the whole split (`dev` unless named); with a named split (the final
-        evaluation) the predictions are written to `workdir/predictions/SPLIT.jsonl`."""
+        """eval_step's outputs for every example of `split` (`dev` unless named), in order; None
+        for a split the task has no file for (scored {}, nothing written)."""
         name = split or "dev"
         if name not in self.data.features:
+            return None
+        return predict_all(run, self.data.features[name], self.eval_batch_size)
+
+    def rows_and_metrics(self, split: str, predictions) -> tuple[list[dict], dict[str, float]]:
+        """(rows, metrics) of `predict`'s predictions of `split`: the readable predictions and
+        their metrics, from one decoding (QA's span search, generation's texts)."""
+        raise NotImplementedError
+
+    def score(self, split, predictions) -> dict[str, float]:
+        """The metrics of the split (`dev` unless named) and `collapsed` (1.0 / 0.0: `collapse`);
+        {} for a split without a file."""
+        if predictions is None:
             return {}
-        rows, values = self.flag_collapse(name, step, *self.score(name, self.predict(run, name)))
-        if split is not None and self.workdir and jax.process_index() == 0:
-            self.write_predictions(paths.join(self.workdir, "predictions", name), rows)
-            crash_point("predictions")
+        rows, values = self.rows_and_metrics(split or "dev", predictions)
+        if values:
+            values = {**values, "collapsed": float(self.collapse(rows, values) is not None)}
         return values
+
+    def rows(self, split: str, predictions) -> list[dict]:
+        """The readable predictions of `split`, one row per example (`workdir/predictions`)."""
+        return self.rows_and_metrics(split, predictions)[0]
+
+    def check(self, split, step, predictions, metrics) -> None:
+        """One warning line (console and train.log) when the predictions collapsed (off in the
+        learning-rate search's trials: `warn_collapse`). A split without gold (no metrics, so
+        no `collapsed`) is checked here; a scored one only when `score` flagged it."""
+        if predictions is None or not self.warn_collapse or jax.process_index() != 0:
+            return
+        if metrics and not metrics.get("collapsed"):
+            return
+        name = split or "dev"
+        what = self.collapse(*self.rows_and_metrics(name, predictions))
+        if what:
+            log.warning(M.collapse_warning(name, step, what, self.config, self.head_pattern))
+
+    def write_final(self, split: str, predictions) -> None:
+        """A final split's readable predictions: `workdir/predictions/SPLIT.jsonl` (process 0;
+        nothing without a workdir or for a split without a file)."""
+        if predictions is None or not self.workdir or jax.process_index() != 0:
+            return
+        stem = paths.join(self.workdir, "predictions", split)
+        self.write_predictions(stem, self.rows(split, predictions))
+        crash_point("predictions")
 
     def on_evaluation(self, params, step) -> None:
         """An unshared run (`unshare` set, from pretrained weights): at every evaluation, how
@@ -387,19 +422,9 @@ class FinetuneTask(Task, Evaluator):
     warn_collapse = True  # off in the learning-rate search's trials (their table says it)
 
     def collapse(self, rows, values) -> str | None:
-        """What is degenerate about a split's predictions (`score`'s rows and metrics), or None
+        """What is degenerate about a split's predictions (`rows_and_metrics`), or None
         (`albert_jax.scoring.metrics.prediction_collapse` and its siblings)."""
         return None
-
-    def flag_collapse(self, split, step, rows, values):
-        """(rows, values) with `collapsed` (1.0 / 0.0) among the metrics of a scored split; one
-        warning line (console and train.log) when the predictions collapsed."""
-        what = self.collapse(rows, values)
-        if what and self.warn_collapse and jax.process_index() == 0:
-            log.warning(M.collapse_warning(split, step, what, self.config, self.head_pattern))
-        if values:
-            values = {**values, "collapsed": float(what is not None)}
-        return rows, values
 
 
 def make_task(config, data: FinetuneData, workdir=None) -> FinetuneTask:

@@ -15,8 +15,12 @@ import dataclasses
 
 from albert_jax.model.electra import DEFAULT_WEIGHT
 from albert_jax.sections import Section
+from albert_jax.train.config import EvalConfig
 
 OBJECTIVES = ("mlm+sop", "mlm+nsp", "mlm", "electra")
+# `config.evals` of every pretraining config (`albert_jax.train.config.EvalConfig`): the
+# `eval_split`'s `eval_batches` batches every `eval_every` steps (no best model: nothing final).
+PRETRAIN_EVALS = {"eval": EvalConfig()}
 
 
 @dataclasses.dataclass(frozen=True)

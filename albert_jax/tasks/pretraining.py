@@ -26,7 +26,7 @@ from albert_jax.model import electra, sharing
 from albert_jax.model.albert import AlbertForPreTraining
 from albert_jax.model.flops import train_flops_per_sequence
 from albert_jax.model.losses import mlm_denominator, pretraining_loss
-from albert_jax.tasks.pretrain_config import OBJECTIVES, PretrainConfig
+from albert_jax.tasks.pretrain_config import OBJECTIVES, PRETRAIN_EVALS, PretrainConfig
 from albert_jax.train.task import Callbacks, Evaluator, Job, Start, Task
 from albert_jax.train.workdir import load_workdir, workdir_steps
 
@@ -128,6 +128,7 @@ class PretrainingTask(Task, Evaluator):
             evaluator=self,
             start=Start(self.pretrained_params, source=self.init_source),
             callbacks=Callbacks(progress_keys=self.progress_keys),
+            evals=PRETRAIN_EVALS,
         )
 
     def _mode(self) -> str:

@@ -275,7 +275,7 @@ class QATask(FinetuneTask):
     def eval_step(self, params, batch):
         return self.apply(params, batch, None)
 
-    def score(self, split, logits):
+    def rows_and_metrics(self, split, logits):
         examples, feats = self.data.examples[split], self.data.features[split]
         h = self.head
         windows: list[list[dict]] = [[] for _ in examples]

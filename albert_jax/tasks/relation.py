@@ -382,7 +382,7 @@ class RelationTask(FinetuneTask):
         B, K = subjects.shape[:2]
         return jnp.concatenate([subjects, ends.reshape(B, K, -1)], axis=-1)
 
-    def score(self, split, packed):
+    def rows_and_metrics(self, split, packed):
         examples, feats = self.data.examples[split], self.data.features[split]
         subjects, ends = unpack(np.asarray(packed), len(self.predicates))
         predicted = [

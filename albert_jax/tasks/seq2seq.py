@@ -91,8 +91,10 @@ class Seq2SeqTask(FinetuneTask):
 
     def predict(self, run, split=None):
         """(generated ids per row, the teacher-forced [nll, tokens, correct] sums or None for a
-        split without targets) of `split`."""
+        split without targets) of `split`; None for a split without a file."""
         name = split or "dev"
+        if name not in self.data.features:
+            return None
         feats, examples = self.data.features[name], self.data.examples[name]
         generated = self.generate(run.params, feats)
         if not examples or examples[0].target is None:
@@ -100,7 +102,7 @@ class Seq2SeqTask(FinetuneTask):
         keys = (*INPUTS, *self.targets)
         return generated, predict_all(run, feats, self.eval_batch_size, keys).sum(0)
 
-    def score(self, split, predictions):
+    def rows_and_metrics(self, split, predictions):
         """(rows, metrics): the generated texts, scored when the split has targets."""
         generated, sums = predictions
         examples, tok = self.data.examples[split], self.data.tokenizer

@@ -37,7 +37,7 @@ class TaggingTask(FinetuneTask):
     def eval_step(self, params, batch):
         return jnp.argmax(self.apply(params, batch, None), -1).astype(jnp.int32)
 
-    def score(self, split, preds):
+    def rows_and_metrics(self, split, preds):
         examples, feats = self.data.examples[split], self.data.features[split]
         labels = self.data.labels  # words cut by max_seq_length get the "nothing here" tag
         default = next((t for t in ("O", "S") if t in labels), labels[0])

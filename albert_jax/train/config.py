@@ -80,6 +80,67 @@ class TrainerConfig(Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class EvalConfig(Section):
+    """One evaluator of `config.evals` (after big_vision's `config.evals`: named evaluators):
+    which split is evaluated, how often during training, whether again at the end with the best
+    parameters, and which of its metrics are kept. `config.evals` holds them by name
+    (`evals_section`); the first name (in sorted order) that evaluates during training is the
+    run's own evaluation: its rows are `eval` in metrics.jsonl and it picks the best model; the
+    others' rows are `eval_NAME`. `results.json` holds each final one under its name.
+
+      --config.evals.dev.every=100      # dev every 100 steps instead of the plan's eval_every
+      --config.evals.test.every=500     # test during training too
+      --config.evals.dev.metrics=accuracy,collapsed
+    """
+
+    split: str = ""  # '' = the task's evaluation split (pretraining: `eval_split`)
+    every: int = 0  # steps between evaluations in training; 0 = the plan's eval_every; -1 = none
+    final: bool = False  # evaluated at the end with the best parameters (a job keeping one)
+    metrics: str = ""  # comma-separated metric names kept; '' = all
+
+    def kept(self, name: str, values: dict[str, float]) -> dict[str, float]:
+        """`values` restricted to `metrics` (all when empty); a name not among them is an error
+        naming the key."""
+        names = [m for m in str(self.metrics).replace(" ", "").split(",") if m]
+        if not names or not values:  # {}: a split without a file (fine-tuning's test)
+            return values
+        if missing := [m for m in names if m not in values]:
+            raise TrainConfigError(
+                f"evals.{name}.metrics: {missing} not among the metrics {sorted(values)}"
+            )
+        return {k: v for k, v in values.items() if k in names}
+
+
+def evals_section(evals: Mapping[str, EvalConfig]) -> ml_collections.ConfigDict:
+    """`config.evals`: the named evaluators as config leaves (what a job's config starts from,
+    so that `--config.evals.NAME.every=N` parses)."""
+    return ml_collections.ConfigDict({k: dataclasses.asdict(e) for k, e in evals.items()})
+
+
+def read_evals(
+    config, defaults: Mapping[str, EvalConfig], splits: tuple[str, ...]
+) -> dict[str, EvalConfig]:
+    """`config.evals` as typed evaluators, by name (sorted); a config without the section (one
+    built in Python) gets the job's `defaults`, those of its configs/*/common.py. `splits`: the
+    task's split names (an unknown one is an error naming its key)."""
+    if "evals" not in config:
+        evals = dict(defaults)
+    else:
+        evals = {name: EvalConfig.from_config(e) for name, e in config.evals.items()}
+    for name, e in evals.items():
+        if e.split not in splits:
+            raise TrainConfigError(
+                f"evals.{name}.split={e.split!r}: not a split of this task (one of {list(splits)})"
+            )
+        if not isinstance(e.every, int) or e.every < -1:
+            raise TrainConfigError(
+                f"evals.{name}.every={e.every!r}: expected steps, 0 (the plan's eval_every) or "
+                "-1 (not during training)"
+            )
+    return dict(sorted(evals.items()))
+
+
+@dataclasses.dataclass(frozen=True)
 class Plan:
     """What a run derives before it trains, kept beside the config it was given (which stays as
     given): how long it runs, how often it evaluates and checkpoints, its seed, and the leaves

@@ -59,7 +59,7 @@ class Hooks:
     checkpoint: Callable[[int, Any], None] | None = None  # (step, state): save it
     checkpoint_every: int = 0
     evaluate: Callable[[int, Any], None] | None = None  # (step, state): evaluate, keep best
-    eval_every: int = 0
+    eval_every: int | tuple[int, ...] = 0  # several (evaluators): a step where any is due
     preempted: Callable[[int], bool] = _never  # stop after this step (saved first)
     nonfinite: Callable[[int, float], str] = _nonfinite  # the NaN guard's message
     progress: Callable[[int, dict | None], None] = _nothing  # every step; metrics at syncs
@@ -81,11 +81,13 @@ def run(step_fn, state, batches, start: int, total: int, hooks: Hooks | None = N
     again first (a run killed between its checkpoint and its evaluation)."""
     h = hooks or Hooks()
 
+    everies = h.eval_every if isinstance(h.eval_every, tuple) else (h.eval_every,)
+
     def is_eval(step: int) -> bool:
         return (
             h.evaluate is not None
-            and h.eval_every > 0
-            and (_every(step, h.eval_every) or step == total)
+            and any(n > 0 for n in everies)
+            and (any(_every(step, n) for n in everies) or step == total)
         )
 
     pending: list[tuple[int, jax.Array]] = []  # (step, loss on device) since the last sync

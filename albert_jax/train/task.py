@@ -4,12 +4,17 @@
   evaluation step. The compiled train and eval steps need nothing else.
 - `Evaluator` (after big_vision's evaluators): `predict(run, split)` runs the model over a
   split and returns its predictions (host arrays, generated texts, per-batch metrics);
-  `score(split, predictions)` turns them into metrics without touching the model.
+  `score(split, predictions)` turns them into metrics (a dict of floats) without touching the
+  model; `check` may say more about them (fine-tuning: a warning when they collapsed). What is
+  written of a final split's predictions is the job's (`Callbacks.write_predictions`).
 - The data side: the training batches, the global batch size, the sequence length and the
   training FLOPs of one example.
 - `Start`: the weights a run starts from when it does not resume.
 - `Callbacks`: what a job adds to a run (fine-tuning keeps its best model, logs layer drift,
-  evaluates its final splits with the best parameters).
+  writes the readable predictions of its final splits).
+
+What is evaluated when is the config's `evals` (`albert_jax.train.config.EvalConfig`, by name;
+a `Job`'s `evals` are the defaults of a config without the section).
 
 Pretraining (`albert_jax.tasks.pretraining`) and every fine-tuning task
 (`albert_jax.tasks.finetuning`) build their `Job` (`job()`); the trainer knows no task by name.
@@ -30,6 +35,7 @@ import flax.linen as nn
 import jax
 
 from albert_jax.model import sharing
+from albert_jax.train.config import EvalConfig
 
 
 class Task(abc.ABC):
@@ -66,6 +72,9 @@ class Task(abc.ABC):
 class Evaluator(abc.ABC):
     """Predictions of a split and their metrics."""
 
+    # The split names `config.evals` may give it ('' = its evaluation split).
+    splits: tuple[str, ...] = ("",)
+
     @abc.abstractmethod
     def predict(self, run: Callable, split: str | None = None) -> Any:
         """The predictions of `split` (None: the evaluation split). `run(local_batch)` returns
@@ -73,13 +82,29 @@ class Evaluator(abc.ABC):
         evaluated (for tasks that drive the model themselves: generation)."""
 
     @abc.abstractmethod
-    def score(self, split: str | None, predictions) -> Any:
+    def score(self, split: str | None, predictions) -> dict[str, float]:
         """The metrics of `predict`'s predictions of `split` (no model call)."""
 
-    def evaluate(self, run: Callable, step: int, split: str | None = None) -> dict[str, float]:
-        """The metrics of `split` at `step`: `score(split, predict(run, split))`."""
-        del step
-        return self.score(split, self.predict(run, split))
+    def check(self, split: str | None, step: int, predictions, metrics: dict[str, float]) -> None:
+        """After `score` at `step`: what is worth saying about the predictions beyond their
+        metrics (fine-tuning: one warning line when they collapsed); nothing by default."""
+        return None
+
+    def evaluate(
+        self,
+        run: Callable,
+        step: int,
+        split: str | None = None,
+        write: Callable[[str | None, Any], None] | None = None,
+    ) -> dict[str, float]:
+        """The metrics of `split` at `step`: `predict`, `score`, `check`; then `write(split,
+        predictions)` when given (a final split's prediction writer)."""
+        predictions = self.predict(run, split)
+        metrics = self.score(split, predictions)
+        self.check(split, step, predictions, metrics)
+        if write is not None:
+            write(split, predictions)
+        return metrics
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +124,8 @@ class Callbacks:
     # (name, 'max' | 'min'): keep the best parameters by this eval metric (`save_model`)
     best_metric: tuple[str, str] | None = None
     save_model: Callable[[str, Any, dict], None] | None = None  # (path, host params, info)
-    final_splits: tuple[str, ...] = ()  # evaluated with the best parameters at the end
+    # (split, predictions) of each final split, after its scoring: its readable predictions
+    write_predictions: Callable[[str, Any], None] | None = None
     results_info: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # results.json
     # (params, step) after each training-time evaluation, on every process
     on_evaluation: Callable[[Any, int], None] | None = None
@@ -115,5 +141,10 @@ class Job:
     seq_length: int  # for tokens/s
     flops_per_example: float  # training FLOPs (forward + backward) of one example
     evaluator: Evaluator | None = None
+    # What it evaluates when its config has no `evals` section (`config.read_evals`): the
+    # evaluation split every eval_every steps; a task's configs/*/common.py states the same.
+    evals: Mapping[str, EvalConfig] = dataclasses.field(
+        default_factory=lambda: {"eval": EvalConfig()}
+    )
     start: Start = Start()
     callbacks: Callbacks = Callbacks()

@@ -44,7 +44,13 @@ from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.train_state import Checkpointer
 from albert_jax.model.albert import target_platform
 from albert_jax.train import lock, loop, partitioning
-from albert_jax.train.config import Distributed, Plan, TrainConfigError, TrainerConfig
+from albert_jax.train.config import (
+    Distributed,
+    Plan,
+    TrainConfigError,
+    TrainerConfig,
+    read_evals,
+)
 from albert_jax.train.faults import crash_point
 from albert_jax.train.gradients import batch_gradients
 from albert_jax.train.loop import StopSignal
@@ -241,14 +247,16 @@ class CompiledTask:
             logging.info("pretrained weights: %s", json.dumps(report))
         return state.replace(params=params)
 
-    def evaluate(self, params, step, split=None):
-        """The evaluator's metrics of `params` (`evaluate`), each batch through `eval_fn`."""
+    def evaluate(self, params, step, split=None, final=False):
+        """The evaluator's metrics of `params` (predict, score, check), each batch through
+        `eval_fn`; a `final` split's predictions then go to `callbacks.write_predictions`."""
 
         def run(local):
             return to_host(self.eval_fn(params, global_batch(local, self.mesh)))
 
         run.params = params  # for tasks that drive the model themselves (generation)
-        return self.job.evaluator.evaluate(run, step, split)
+        write = self.job.callbacks.write_predictions if final else None
+        return self.job.evaluator.evaluate(run, step, split, write)
 
 
 def compile_task(
@@ -348,9 +356,11 @@ def train(config, workdir: str, job: Job, plan: Plan | None = None) -> dict[str,
     """Train (or resume) `job` to `plan.total_steps` (default: the config's own plan,
     `Plan.of`); returns the last logged training metrics.
 
-    With `callbacks.best_metric`, the best evaluation's parameters are kept as a model checkpoint
-    in `workdir/best` (`best.json` says which step), and at the end `callbacks.final_splits` are
-    evaluated with them; everything evaluated is also in `workdir/results.json`."""
+    What is evaluated when is `config.evals` (`albert_jax.train.config.EvalConfig`; the job's
+    defaults without it). With `callbacks.best_metric`, the best evaluation's parameters are kept
+    as a model checkpoint in `workdir/best` (`best.json` says which step), and at the end the
+    final evaluators are evaluated with them; everything evaluated is also in
+    `workdir/results.json`."""
     maybe_initialize_distributed(config)
     workdir = paths.resolve(workdir)  # orbax wants absolute paths; a bucket URI stays one
     with lock.hold(workdir, enabled=jax.process_index() == 0):  # one run per workdir
@@ -378,6 +388,12 @@ def start_over(workdir: str) -> None:
 def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
     is_main = jax.process_index() == 0
     t = TrainerConfig.from_config(config)
+    # before anything is written: an unknown split fails here, naming its key
+    evals = read_evals(config, job.evals, job.evaluator.splits) if job.evaluator else {}
+    # name -> (evaluator, steps between its evaluations); the first is the run's `eval`
+    during = {n: (e, e.every or plan.eval_every) for n, e in evals.items() if e.every >= 0}
+    during = {n: (e, every) for n, (e, every) in during.items() if every > 0}
+    primary = next(iter(during), None)
     if is_main:
         if t.start_over:
             start_over(workdir)
@@ -447,8 +463,17 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
             ckpt.save(step, state, batches, force=True)
             crash_point("checkpoint", step)
 
-        def evaluate_and_keep_best(step, state):
-            values = evaluate(state.params, step)
+        def evaluate_due(step, state):
+            for name, (e, every) in during.items():
+                if step % every == 0 or step == total:
+                    values = e.kept(name, evaluate(state.params, step, e.split or None))
+                    if name == primary:
+                        evaluate_and_keep_best(step, state, values)
+                    else:
+                        writer.write(step, values, prefix=f"eval_{name}")
+                        progress.write(f"step {step}: eval {name} " + _format(values))
+
+        def evaluate_and_keep_best(step, state, values):
             crash_point("eval", step)
             writer.write(step, values, prefix="eval")
             progress.write(f"step {step}: eval " + _format(values))
@@ -486,8 +511,8 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
             log_every=t.log_every,
             checkpoint=save,
             checkpoint_every=plan.checkpoint_every,
-            evaluate=evaluate_and_keep_best,
-            eval_every=plan.eval_every,
+            evaluate=evaluate_due if during else None,
+            eval_every=tuple(every for _, every in during.values()),
             preempted=lambda step: stop.requested or ckpt.reached_preemption(step),
             nonfinite=nonfinite,
             progress=progress.update,
@@ -505,7 +530,8 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
         step, last = result.step, result.synced
 
         if best.enabled and step == total and best.step is not None:
-            _final_evaluation(callbacks, evaluate, best, shardings, workdir, is_main)
+            finals = {name: e for name, e in evals.items() if e.final}
+            _final_evaluation(callbacks, finals, evaluate, best, shardings, workdir, is_main)
     if is_main:
         print(json.dumps({"step": step, **last}), flush=True)
     return last
@@ -593,19 +619,20 @@ class _Best:
             paths.write_text(self.path, json.dumps(c, indent=2))
 
 
-def _final_evaluation(callbacks, evaluate, best, shardings, workdir, is_main) -> None:
-    """Evaluate `callbacks.final_splits` with the best parameters (predictions written by the
-    evaluator); results.json gets the best step's metrics and these."""
+def _final_evaluation(callbacks, finals, evaluate, best, shardings, workdir, is_main) -> None:
+    """Evaluate the `finals` ({name: EvalConfig}) with the best parameters (their predictions
+    written by `callbacks.write_predictions`); results.json gets the best step's metrics and
+    these, by name."""
     crash_point("final")
     _, params = checkpoint.load(paths.join(workdir, "best"))
     params = jax.tree_util.tree_map(jax.device_put, params, shardings.params)
     results = {**callbacks.results_info}
     results.update(best_step=best.step, metric=best.name, best_eval=best.record["eval"])
-    for split in callbacks.final_splits:
-        values = evaluate(params, best.step, split)
-        results[split] = values
+    for name, e in finals.items():
+        values = e.kept(name, evaluate(params, best.step, e.split or None, final=True))
+        results[name] = values
         if is_main:
-            print(f"best step {best.step}, {split}: " + _format(values), flush=True)
+            print(f"best step {best.step}, {name}: " + _format(values), flush=True)
     if is_main:
         text = json.dumps(results, indent=2, sort_keys=True)
         paths.write_text(paths.join(workdir, "results.json"), text)

@@ -21,8 +21,8 @@ results.json and summary.json then say `"init": "none", "random_init": true`.
 import ml_collections
 from ml_collections import config_dict
 
-from albert_jax.tasks.finetune_config import FinetuneConfig, task_section
-from albert_jax.train.config import TrainerConfig
+from albert_jax.tasks.finetune_config import FINETUNE_EVALS, FinetuneConfig, task_section
+from albert_jax.train.config import TrainerConfig, evals_section
 from albert_jax.train.optim import default_optim_config
 
 
@@ -67,6 +67,10 @@ def get_common(task_type: str) -> ml_collections.ConfigDict:
     c.checkpoint_every = 0  # 0: at every evaluation
     c.keep_checkpoints = 1
     c.log_every = 20
+    # What is evaluated when (albert_jax/train/config.py: EvalConfig): dev at every evaluation
+    # (`eval_every`), dev and test at the end with the best parameters. E.g.
+    # --config.evals.dev.every=100, --config.evals.test.every=500 (test during training too).
+    c.evals = evals_section(FINETUNE_EVALS)
     # Model overrides (None keeps the checkpoint's value). Encoder and classifier dropout are
     # separate settings: v2 models fine-tune with encoder dropout 0, classifier dropout 0.1.
     c.model = ml_collections.ConfigDict(

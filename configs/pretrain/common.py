@@ -11,8 +11,8 @@ import ml_collections
 
 from albert_jax.data.pretraining.config import DataConfig
 from albert_jax.model.config import AlbertConfig
-from albert_jax.tasks.pretrain_config import PretrainConfig
-from albert_jax.train.config import TrainerConfig
+from albert_jax.tasks.pretrain_config import PRETRAIN_EVALS, PretrainConfig
+from albert_jax.train.config import TrainerConfig, evals_section
 from albert_jax.train.optim import default_optim_config
 
 
@@ -53,4 +53,7 @@ def pretrain_defaults() -> ml_collections.ConfigDict:
     c = TrainerConfig.section()
     c.optim = default_optim_config()
     c.update(PretrainConfig.section())
+    # What is evaluated when (albert_jax/train/config.py: EvalConfig): the eval split every
+    # `eval_every` steps; e.g. --config.evals.eval.every=500, --config.evals.eval.metrics=mlm_loss
+    c.evals = evals_section(PRETRAIN_EVALS)
     return c

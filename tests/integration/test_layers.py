@@ -45,7 +45,9 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
 
 def test_an_import_cycle_inside_a_layer_breaks_the_contract(tmp_path):
     # data.pretraining.masking is imported by its pipeline; importing pipeline back closes a cycle.
-    plant(tmp_path, "data/pretraining/masking.py", "from albert_jax.data.pretraining import pipeline")
+    plant(
+        tmp_path, "data/pretraining/masking.py", "from albert_jax.data.pretraining import pipeline"
+    )
     r = lint(tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "No import cycle among the modules of any package BROKEN" in r.stdout
