@@ -44,6 +44,7 @@ from report import NUM_LABELS, classification_batch, emit, xla_cost  # benchmark
 
 from albert_jax import cli
 from albert_jax.model import presets
+from albert_jax.model.config import Execution
 from albert_jax.model.heads import AlbertForSequenceClassification
 from albert_jax.train import partitioning, trainer
 from albert_jax.train.task import Job, Task
@@ -55,10 +56,11 @@ CLASSIFIER_DROPOUT = 0.1
 class ClassificationTask(Task):
     """A sequence-classification task model (the trainer's `Task`) on synthetic batches."""
 
-    def __init__(self, model_config, batch_size: int):
+    def __init__(self, model_config, execution: Execution, batch_size: int):
         self.model_config, self.global_batch_size = model_config, batch_size
+        self.execution = execution
         self.model = AlbertForSequenceClassification(
-            model_config, num_labels=NUM_LABELS, classifier_dropout=CLASSIFIER_DROPOUT
+            model_config, execution, num_labels=NUM_LABELS, classifier_dropout=CLASSIFIER_DROPOUT
         )
 
     def dummy_batch(self):
@@ -90,9 +92,11 @@ def model_config_for(args, layout: str):
         layout=layout,
         hidden_dropout=0.0,
         attention_dropout=0.0,
-        scan_layers=args.scan,
-        remat=args.remat,
     )
+
+
+def execution_for(args) -> Execution:
+    return Execution(scan_layers=args.scan, remat=args.remat)
 
 
 def run_config():
@@ -158,8 +162,8 @@ def compile_and_time(config, job: Job, batch: dict, warmup: int, steps: int):
 
 
 def measure(args, layout: str) -> dict:
-    config = model_config_for(args, layout)
-    task = ClassificationTask(config, args.batch)
+    config, execution = model_config_for(args, layout), execution_for(args)
+    task = ClassificationTask(config, execution, args.batch)
     job = Job(task, lambda index, count: iter(()), args.batch, args.seq, 0.0)  # batches: ours
     batch = classification_batch(config.vocab_size, args.batch, args.seq)
     state, compiled, compile_s, first, times, cpu, metrics = compile_and_time(
@@ -169,8 +173,8 @@ def measure(args, layout: str) -> dict:
     step_s = statistics.median(times)
     return {
         "layout": layout,
-        "scan_layers": config.scan_layers,
-        "remat": config.remat,
+        "scan_layers": execution.scan_layers,
+        "remat": execution.remat,
         "params": int(n_params),
         "compile_s": round(compile_s, 2),
         **xla_cost(compiled),

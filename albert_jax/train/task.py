@@ -33,9 +33,11 @@ from albert_jax.model import sharing
 
 
 class Task(abc.ABC):
-    """The task model. Subclasses set `model_config` (an `AlbertConfig`) and `model`."""
+    """The task model. Subclasses set `model_config` (an `AlbertConfig`), `execution` (an
+    `Execution`: how `model` runs) and `model`."""
 
     model_config: Any
+    execution: Any
     model: nn.Module
 
     @abc.abstractmethod
