@@ -160,9 +160,9 @@ class AlbertConfig:
 
 @dataclasses.dataclass(frozen=True)
 class Execution(Section):
-    """How the model runs: the same numbers whatever these say (up to the compute dtype's
-    rounding). A run config's `execution` section (`Execution.section()`); the Flax modules take
-    it beside their AlbertConfig."""
+    """How the model runs: the same math whatever these say (the numbers up to the dtypes'
+    rounding and XLA's fusion). A run config's `execution` section (`Execution.section()`); the
+    Flax modules take it beside their AlbertConfig."""
 
     dtype: str = "float32"  # compute dtype; matmuls accumulate in float32 regardless
     param_dtype: str = "float32"
