@@ -1,15 +1,16 @@
 """albert-jax: ALBERT in JAX/Flax with every cross-layer sharing layout and one-function unsharing.
 
-Public API: `AlbertConfig`, `AlbertModel`, `AlbertForPreTraining`, `AlbertForMaskedLM` (no SOP
-head), `AlbertOutput`, `presets`, `count_params`, `init_params`, `sharing`, `checkpoint`. Attributes
-load lazily so that light modules (`albert_jax.data`, `albert_jax.text.tokenization`) do not import
-JAX and Flax in input workers.
+Public API: `AlbertConfig`, `Execution` (how a model runs), `AlbertModel`, `AlbertForPreTraining`,
+`AlbertForMaskedLM` (no SOP head), `AlbertOutput`, `presets`, `count_params`, `init_params`,
+`sharing`, `checkpoint`. Attributes load lazily so that light modules (`albert_jax.data`,
+`albert_jax.text.tokenization`) do not import JAX and Flax in input workers.
 """
 
 import importlib
 
 _EXPORTS = {
     "AlbertConfig": "albert_jax.model.config",
+    "Execution": "albert_jax.model.config",
     "checkpoint": "albert_jax.checkpoints.checkpoint",
     "AlbertModel": "albert_jax.model.albert",
     "AlbertForPreTraining": "albert_jax.model.albert",

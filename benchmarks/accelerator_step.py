@@ -28,8 +28,8 @@ import jaxlib
 from report import emit  # benchmarks/ on sys.path
 from train_step import (  # benchmarks/ on sys.path
     REPO,
+    execution_for,
     measure_round,
-    model_config,
     peak_memory_gb,
     step_parser,
     step_shape,
@@ -79,9 +79,9 @@ def main():
 
     setting = ("mlm+sop", args.layout, args.dtype, args.scan == "true")
     (row,) = measure_round(args, [setting])
-    model = model_config(args, *setting[1:])  # dropout 0: what auto resolves to in this step
-    row["attention_impl_resolved"] = resolve_attention(model, 0.0)
-    row["matmul_grad_resolved"] = resolve_matmul_grad(model)
+    execution = execution_for(args, *setting[2:])
+    row["attention_impl_resolved"] = resolve_attention(execution, 0.0)  # dropout 0: this step's
+    row["matmul_grad_resolved"] = resolve_matmul_grad(execution)
     device = jax.devices()[0]
     peak = peak_bf16_flops(device.device_kind)
     flops_per_s = row["model_tflop"] * 1e12 / row["step_s"]

@@ -1,5 +1,5 @@
 """Does bf16 compute train like float32? The README's pretraining command run twice on the same
-data and seed, float32 and `--config.model.dtype=bfloat16`, and their logged training losses
+data and seed, float32 and `--config.execution.dtype=bfloat16`, and their logged training losses
 compared step by step.
 
     python benchmarks/bf16_curve.py          # 100 steps of configs/pretrain/cpu_small.py
@@ -35,7 +35,7 @@ def run(args, dtype: str) -> list[dict]:
         args.config,
         "--workdir",
         workdir,
-        f"--config.model.dtype={dtype}",
+        f"--config.execution.dtype={dtype}",
         f"--config.total_steps={args.steps}",
         f"--config.optim.warmup_steps={max(1, args.steps // 10)}",
         f"--config.log_every={args.log_every}",

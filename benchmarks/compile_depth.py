@@ -23,11 +23,12 @@ from report import emit  # benchmarks/ on sys.path
 
 from albert_jax import AlbertForPreTraining, cli
 from albert_jax.model import presets
+from albert_jax.model.config import Execution
 from albert_jax.model.losses import pretraining_loss
 
 
-def train_step_fn(config, optimizer):
-    model = AlbertForPreTraining(config)
+def train_step_fn(config, execution, optimizer):
+    model = AlbertForPreTraining(config, execution)
 
     def step(params, opt_state, batch, rng):
         def loss_fn(p):
@@ -49,8 +50,8 @@ def train_step_fn(config, optimizer):
     return step
 
 
-def abstract_inputs(config, batch_size, seq_len, max_predictions):
-    model = AlbertForPreTraining(config)
+def abstract_inputs(config, execution, batch_size, seq_len, max_predictions):
+    model = AlbertForPreTraining(config, execution)
     ids = jnp.zeros((1, 8), jnp.int32)
     params = jax.eval_shape(lambda: model.init(jax.random.key(0), ids)["params"])
     params = jax.tree_util.tree_map(
@@ -72,9 +73,11 @@ def abstract_inputs(config, batch_size, seq_len, max_predictions):
     return optimizer, (params, opt_state, batch, rng)
 
 
-def measure(config, args):
-    optimizer, inputs = abstract_inputs(config, args.batch, args.seq, args.max_predictions)
-    step = jax.jit(train_step_fn(config, optimizer), donate_argnums=(0, 1))
+def measure(config, execution, args):
+    optimizer, inputs = abstract_inputs(
+        config, execution, args.batch, args.seq, args.max_predictions
+    )
+    step = jax.jit(train_step_fn(config, execution, optimizer), donate_argnums=(0, 1))
     t0 = time.perf_counter()
     lowered = step.lower(*inputs)
     t1 = time.perf_counter()
@@ -98,10 +101,9 @@ def main():
     results = []
     for scan in (True, False):
         for layers in args.layers:
-            config = presets.get(
-                args.preset, num_layers=layers, layout=args.layout, scan_layers=scan
-            )
-            row = {"layers": layers, "scan_layers": scan, **measure(config, args)}
+            config = presets.get(args.preset, num_layers=layers, layout=args.layout)
+            execution = Execution(scan_layers=scan)
+            row = {"layers": layers, "scan_layers": scan, **measure(config, execution, args)}
             results.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     by = {(r["scan_layers"], r["layers"]): r["compile_s"] for r in results}

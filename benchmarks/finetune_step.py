@@ -63,8 +63,6 @@ def model_config_for(args, layout: str):
         layout=layout,
         hidden_dropout=0.0,
         attention_dropout=0.0,
-        scan_layers=args.scan,
-        remat=args.remat,
     )
 
 
@@ -90,8 +88,8 @@ def finetune_task(args, layout: str, where: str) -> FinetuneTask:
     c.batch_size = args.batch
     c.task.train = os.path.join(where, "train.jsonl")
     c.task.max_seq_length = args.seq
-    c.model.update(hidden_dropout=0.0, attention_dropout=0.0, scan_layers=args.scan)
-    c.model.update(remat=args.remat, classifier_dropout=CLASSIFIER_DROPOUT)
+    c.model.update(hidden_dropout=0.0, attention_dropout=0.0, classifier_dropout=CLASSIFIER_DROPOUT)
+    c.execution.update(scan_layers=args.scan, remat=args.remat)
     preset = model_config_for(args, layout)  # the layout as its two group counts (overrides)
     with c.model.unlocked():
         c.model.update(attention_groups=preset.attention_groups, ffn_groups=preset.ffn_groups)
@@ -165,7 +163,7 @@ def measure(args, layout: str) -> dict:
     with tempfile.TemporaryDirectory() as where:
         write_inputs(where, model_config_for(args, layout).vocab_size, args.batch)
         task = finetune_task(args, layout, where)
-    config = task.model_config
+    config, execution = task.model_config, task.execution
     if config != model_config_for(args, layout):  # the peer is built from the preset
         raise RuntimeError(f"the task's model {config} is not the preset's")
     batch = classification_batch(config.vocab_size, args.batch, args.seq)
@@ -177,8 +175,8 @@ def measure(args, layout: str) -> dict:
     step_s = statistics.median(times)
     return {
         "layout": layout,
-        "scan_layers": config.scan_layers,
-        "remat": config.remat,
+        "scan_layers": execution.scan_layers,
+        "remat": execution.remat,
         "params": int(n_params),
         "compile_s": round(compile_s, 2),
         **xla_cost(compiled),

@@ -33,6 +33,7 @@ from finetune_step import compiled_task  # benchmarks/ on sys.path
 from report import emit
 from train_step import (  # benchmarks/ on sys.path
     add_accelerator_args,
+    execution_for,
     make_batch,
     make_task_for,
     model_config,
@@ -54,7 +55,8 @@ def compiled_step(args, layout: str, dtype: str, remat: str, batch: int):
     batch *= partitioning.batch_shards(dict(zip(partitioning.MESH_AXES, args.mesh, strict=True)))
     args = argparse.Namespace(**{**vars(args), "batch": batch, "remat": remat})
     config = run_config(args, "mlm+sop")
-    task = make_task_for(config, model_config(args, layout, dtype, args.scan == "true"))
+    execution = execution_for(args, dtype, args.scan == "true")
+    task = make_task_for(config, model_config(args, layout), execution)
     run = compiled_task(config, task.job(), args.mesh)
     data = make_batch(args.vocab, batch, args.seq, args.preds)
     spec = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in data.items()}

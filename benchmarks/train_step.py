@@ -33,6 +33,7 @@ shared at equal size (sharing saves parameters, not compute). One JSON document.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -55,6 +56,7 @@ sys.path.insert(0, REPO)  # configs/
 
 from albert_jax import cli, presets  # noqa: E402
 from albert_jax.model.albert import AlbertModel  # noqa: E402
+from albert_jax.model.config import Execution  # noqa: E402
 
 SIZES = ("tiny", "small", "base", "large", "xlarge", "xxlarge")
 PEER_SCRIPT = os.path.join(REPO, "..", "shared", "peer", "peer_bench.py")
@@ -88,7 +90,7 @@ def run_config(args, objective: str) -> ml_collections.ConfigDict:
     return c
 
 
-def model_config(args, layout: str, dtype: str, scan: bool):
+def model_config(args, layout: str):
     return presets.get(
         f"albert-{args.size}",
         layout=layout,
@@ -96,6 +98,11 @@ def model_config(args, layout: str, dtype: str, scan: bool):
         max_position_embeddings=max(512, args.seq),
         hidden_dropout=0.0,
         attention_dropout=0.0,
+    )
+
+
+def execution_for(args, dtype: str, scan: bool) -> Execution:
+    return Execution(
         dtype=dtype,
         scan_layers=scan,
         remat=args.remat,
@@ -124,12 +131,13 @@ def make_batch(vocab: int, batch: int, seq: int, preds: int) -> dict[str, np.nda
 def prepare_train(args, objective, layout, dtype, scan) -> dict:
     """One configuration's train step, compiled, with its state and batch (`time_interleaved`)."""
     config = run_config(args, objective)
-    task = make_task_for(config, model_config(args, layout, dtype, scan))
+    task = make_task_for(config, model_config(args, layout), execution_for(args, dtype, scan))
     batch = make_batch(args.vocab, args.batch, args.seq, args.preds)
     state, compiled, compile_s, batch = compile_step(config, task.job(), batch)
     flops = task.flops_per_example() * args.batch
     return dict(
         config=task.model_config,
+        execution=task.execution,
         run=(compiled, state, batch),
         compiled=compiled,
         compile_s=compile_s,
@@ -138,17 +146,20 @@ def prepare_train(args, objective, layout, dtype, scan) -> dict:
     )
 
 
-def make_task_for(config, model_config):
+def make_task_for(config, model_config, execution: Execution):
+    """The pretraining task of `config.objective` on `model_config`, run as `execution` says
+    (written into `config.execution`, where the task reads it)."""
     from albert_jax.tasks.pretraining import ElectraTask, PretrainingTask
 
+    config.execution.update(dataclasses.asdict(execution))
     cls = ElectraTask if config.objective == "electra" else PretrainingTask
     return cls(config, config.data, model_config=model_config)
 
 
 def prepare_inference(args, layout, dtype, scan) -> dict:
     """`prepare_train` for the encoder's forward pass."""
-    config = model_config(args, layout, dtype, scan)
-    model = AlbertModel(config)
+    config, execution = model_config(args, layout), execution_for(args, dtype, scan)
+    model = AlbertModel(config, execution)
     ids = jnp.asarray(make_batch(args.vocab, args.batch, args.seq, args.preds)["input_ids"])
     params = jax.jit(lambda k: nn.meta.unbox(model.init(k, ids[:1, :8])["params"]))(
         jax.random.key(0)
@@ -166,6 +177,7 @@ def prepare_inference(args, layout, dtype, scan) -> dict:
     flops = args.batch * args.seq * encoder_flops_per_token(config, args.seq)
     return dict(
         config=config,
+        execution=execution,
         run=(step, params, ids),
         compiled=compiled,
         compile_s=compile_s,
@@ -184,23 +196,23 @@ def measure_round(args, configurations) -> list[dict]:
     rows = []
     for p, (_, first, times, cpu, metrics) in zip(prepared, timed, strict=True):
         timing = (p["compile_s"], first, times, cpu)
-        row = _row(p["config"], p["compiled"], *timing, p["flops"], args)
+        row = _row(p["config"], p["execution"], p["compiled"], *timing, p["flops"], args)
         if p["objective"]:
             row |= {"objective": p["objective"], "loss": round(float(metrics["loss"]), 4)}
         rows.append(row)
     return rows
 
 
-def _row(config, compiled, compile_s, first, times, cpu, flops, args) -> dict:
+def _row(config, execution, compiled, compile_s, first, times, cpu, flops, args) -> dict:
     step_s = statistics.median(times)
     memory = compiled.memory_analysis()
     row = {
         "layout": config.layout,
-        "dtype": config.dtype,
-        "scan_layers": config.scan_layers,
-        "remat": config.remat,
-        "attention_impl": config.attention_impl,
-        "matmul_grad": config.matmul_grad,
+        "dtype": execution.dtype,
+        "scan_layers": execution.scan_layers,
+        "remat": execution.remat,
+        "attention_impl": execution.attention_impl,
+        "matmul_grad": execution.matmul_grad,
         "compile_s": round(compile_s, 2),
         **xla_cost(compiled),
         "xla_temp_gb": round(memory.temp_size_in_bytes / 1e9, 3) if memory else None,
@@ -275,7 +287,7 @@ def step_shape(args) -> dict:
 
 
 def add_accelerator_args(p: argparse.ArgumentParser) -> None:
-    """AlbertConfig's attention_impl and matmul_grad (auto: the backend's choice), as flags."""
+    """Execution's attention_impl and matmul_grad (auto: the backend's choice), as flags."""
     p.add_argument("--attention-impl", default="auto", help="auto | fused | explicit")
     p.add_argument("--matmul-grad", default="auto", help="auto | custom | autodiff")
 

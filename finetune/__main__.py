@@ -22,6 +22,7 @@ from ml_collections import config_flags
 
 from albert_jax import cli, paths
 from albert_jax.jobs import lr_search, run, start
+from albert_jax.model.config import Execution
 from albert_jax.tasks import finetuning
 from albert_jax.train import lock
 from albert_jax.train.metrics import log_to_file
@@ -40,7 +41,8 @@ def main(argv):
     cli.check_workdir(workdir)
     finetuning.check_config(config)
     lr_search.check_config(config)
-    check_dtype(config.model.get("dtype"), config.model.get("param_dtype"))
+    execution = Execution.from_config(config.execution)
+    check_dtype(execution.dtype, execution.param_dtype)
     name = start.dataset_to_build(config)  # only at its default place: never the user's
     if name:
         from albert_jax.experiments import datasets  # only when a dataset is built
@@ -49,7 +51,7 @@ def main(argv):
         print(f"building the {name} dataset in {out} (python -m finetune.prepare {name})")
         datasets.prepare(name, out)
     start.check_files(config)
-    warning = dtype_warning(config.model.get("dtype"))
+    warning = dtype_warning(execution.dtype)
     if warning:
         print(warning, flush=True)
     # One run per workdir (albert_jax/train/lock.py), held before anything is written there.

@@ -36,6 +36,7 @@ from albert_jax.data.pretraining.config import DataConfig
 from albert_jax.data.pretraining.pair_check import pair_warning
 from albert_jax.data.pretraining.pipeline import check_positions, resolve_paths
 from albert_jax.model import presets
+from albert_jax.model.config import Execution
 from albert_jax.tasks.pretrain_config import PretrainConfig
 from albert_jax.tasks.pretraining import (
     clamp_warmup,
@@ -90,8 +91,9 @@ def main(argv):
     check_optim_config(optim, None if budget else int(optim.total_steps))
     maybe_initialize_distributed(config)
     model = presets.from_run_config(config)
-    check_dtype(model.dtype, model.param_dtype)
-    warning = dtype_warning(model.dtype)
+    execution = Execution.from_config(config.execution)
+    check_dtype(execution.dtype, execution.param_dtype)
+    warning = dtype_warning(execution.dtype)
     if warning and jax.process_index() == 0:
         print(warning, flush=True)
     if not pretrain.init:  # else the model is the checkpoint's: checked once it is read

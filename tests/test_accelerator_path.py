@@ -15,6 +15,7 @@ from support.reference import LAYOUT_GROUPS, check_against_numpy, numpy_forward,
 from albert_jax import AlbertForPreTraining, AlbertModel
 from albert_jax.model import albert
 from albert_jax.model.albert import matmul, resolve_attention, resolve_matmul_grad
+from albert_jax.model.config import Execution
 
 ACCELERATOR = dict(attention_impl="fused", matmul_grad="autodiff")
 CPU_PATH = dict(attention_impl="explicit", matmul_grad="custom")
@@ -32,11 +33,11 @@ def linear_loss(outputs, w):
     return sum(jnp.vdot(jnp.asarray(wi, jnp.float32), o) for wi, o in zip(w, outputs, strict=True))
 
 
-def value_and_grad(cfg, batch, w):
-    """Jitted params -> ((loss, outputs), gradient) of the pretraining model."""
+def value_and_grad(cfg, batch, w, execution):
+    """Jitted params -> ((loss, outputs), gradient) of the pretraining model run as `execution`."""
 
     def loss(params):
-        out = AlbertForPreTraining(cfg).apply(
+        out = AlbertForPreTraining(cfg, execution).apply(
             {"params": params}, **batch, output_hidden_states=True
         )
         return linear_loss([getattr(out, k) for k in OUTPUTS], w), out
@@ -94,12 +95,14 @@ def test_fused_attention_and_autodiff_match_numpy(layout, scan):
     """Fused attention + autodiff matmuls, every sharing layout: outputs and hidden states within
     test_model's tolerances of the NumPy reference, and every leaf's gradient against central
     differences of the NumPy loss."""
-    cfg = tiny_config(layout, scan_layers=scan, **ACCELERATOR)
+    cfg = tiny_config(layout)
     params = reference_params(AlbertForPreTraining(cfg))
     batch = tiny_batch()
     reference = numpy_forward(cfg, layout, params, batch)
     w = weights(reference[:4])
-    (_, out), grads = value_and_grad(cfg, batch, w)(params)
+    (_, out), grads = value_and_grad(cfg, batch, w, Execution(scan_layers=scan, **ACCELERATOR))(
+        params
+    )
     check_against_numpy(cfg, layout, out, reference)
     check_gradient_by_differences(cfg, layout, params, batch, w, grads)
 
@@ -127,17 +130,17 @@ def test_each_accelerator_choice_matches_the_cpu_path():
     epsilon (1.2e-7) relative to the largest gradient. With fused attention, outputs within 1.1e-6
     and gradients 2.9e-6 (the embedding LayerNorm's). Tolerances ~4x."""
     layout, batch = "groups:2", tiny_batch()
-    cfg = tiny_config(layout, **CPU_PATH)
+    cfg = tiny_config(layout)
     params = reference_params(AlbertForPreTraining(cfg))
     w = weights(numpy_forward(cfg, layout, params, batch)[:4])
-    (_, ref_out), ref = value_and_grad(cfg, batch, w)(params)
+    (_, ref_out), ref = value_and_grad(cfg, batch, w, Execution(**CPU_PATH))(params)
     ref_out = {k: getattr(ref_out, k) for k in OUTPUTS}
     for choice, tolerances in (
         ({"attention_impl": "fused"}, (4e-6, 1e-5)),
         ({"matmul_grad": "autodiff"}, (0.0, float(np.finfo(np.float32).eps))),
         (ACCELERATOR, (4e-6, 1e-5)),
     ):
-        (_, out), grads = value_and_grad(cfg.replace(**choice), batch, w)(params)
+        (_, out), grads = value_and_grad(cfg, batch, w, Execution(**{**CPU_PATH, **choice}))(params)
         out_err = largest_error({k: getattr(out, k) for k in OUTPUTS}, ref_out)
         grad_err = largest_error(grads, ref)
         print(layout, choice, "outputs", out_err, "gradients", grad_err)
@@ -185,21 +188,23 @@ def test_forward_mode_autodiff_needs_matmul_grad_autodiff():
     forward-mode rule, which is why `autodiff` exists. Measured relative errors 1.1e-6, 1.9e-6
     and 1.3e-6 (of the largest entry); tolerance 1e-5."""
     layout, batch = "groups:2", tiny_batch()
-    cfg = tiny_config(layout, matmul_grad="autodiff")
-    custom = cfg.replace(matmul_grad="custom")
+    cfg = tiny_config(layout)
+    autodiff, custom = Execution(matmul_grad="autodiff"), Execution(matmul_grad="custom")
     params = reference_params(AlbertForPreTraining(cfg))  # the heads too: numpy_forward's
     rng = np.random.default_rng(3)
     u = jax.tree_util.tree_map(  # each leaf moved on its own scale
         lambda p: jnp.asarray(np.std(p) * rng.standard_normal(p.shape), p.dtype), params
     )
 
-    def seq(c, p):
-        return AlbertForPreTraining(c).apply({"params": p}, **batch).sequence_output
+    def seq(ex, p):
+        return AlbertForPreTraining(cfg, ex).apply({"params": p}, **batch).sequence_output
 
-    def loss(c, p):
-        return jnp.sum(seq(c, p) ** 2)
+    def loss(ex, p):
+        return jnp.sum(seq(ex, p) ** 2)
 
-    _, tangent = jax.jit(lambda p, t: jax.jvp(functools.partial(seq, cfg), (p,), (t,)))(params, u)
+    _, tangent = jax.jit(lambda p, t: jax.jvp(functools.partial(seq, autodiff), (p,), (t,)))(
+        params, u
+    )
     f64 = functools.partial(jax.tree_util.tree_map, lambda x: np.asarray(x, np.float64))
     p64, u64, h = f64(params), f64(u), 1e-5
     moved = [jax.tree_util.tree_map(lambda a, b, s=s: a + s * h * b, p64, u64) for s in (1, -1)]
@@ -214,23 +219,23 @@ def test_forward_mode_autodiff_needs_matmul_grad_autodiff():
     print("vjp identity", abs(lhs - rhs) / abs(rhs))
     assert abs(lhs - rhs) <= 1e-5 * abs(rhs), (lhs, rhs)
 
-    hvp = jax.jit(lambda p, t: jax.jvp(jax.grad(functools.partial(loss, cfg)), (p,), (t,))[1])
+    hvp = jax.jit(lambda p, t: jax.jvp(jax.grad(functools.partial(loss, autodiff)), (p,), (t,))[1])
     grad_custom = jax.grad(functools.partial(loss, custom))
     rev_rev = jax.jit(jax.grad(lambda p, t: tree_vdot(grad_custom(p), t)))
     error, leaf = largest_error(hvp(params, u), rev_rev(params, u))
     print("hvp", error, leaf)
     assert error <= 1e-5, leaf
 
-    for c in (custom, cfg.replace(matmul_grad="auto")):
+    for ex in (custom, Execution(matmul_grad="auto")):
         with pytest.raises(TypeError, match="forward-mode autodiff"):
-            jax.jvp(functools.partial(seq, c), (params,), (u,))
+            jax.jvp(functools.partial(seq, ex), (params,), (u,))
 
 
 def test_auto_resolves_to_explicit_and_custom_on_cpu_only(monkeypatch):
     """`auto` is today's rule: explicit attention and the hand-written gradient on CPU; off CPU
     fused attention unless attention dropout applies, and autodiff. The model takes the path
     the rule names (explicit_attention / dot_product_attention called)."""
-    auto = tiny_config()
+    auto = Execution()
     assert jax.default_backend() == "cpu"
     assert resolve_attention(auto, 0.0) == "explicit" and resolve_matmul_grad(auto) == "custom"
     for backend in ("gpu", "tpu"):
@@ -247,22 +252,23 @@ def test_auto_resolves_to_explicit_and_custom_on_cpu_only(monkeypatch):
     monkeypatch.setattr(albert, "explicit_attention", spy("explicit", albert.explicit_attention))
     monkeypatch.setattr(jax.nn, "dot_product_attention", spy("fused", jax.nn.dot_product_attention))
     ids = tiny_batch()["input_ids"]
-    for cfg, want in ((auto, "explicit"), (auto.replace(attention_impl="fused"), "fused")):
+    for ex, want in ((auto, "explicit"), (auto.replace(attention_impl="fused"), "fused")):
         calls.clear()
-        AlbertModel(cfg).init(jax.random.PRNGKey(0), ids)
-        assert set(calls) == {want}, (cfg.attention_impl, calls)
+        AlbertModel(tiny_config(), ex).init(jax.random.PRNGKey(0), ids)
+        assert set(calls) == {want}, (ex.attention_impl, calls)
 
 
 def test_fused_attention_with_attention_dropout_in_training_is_a_clear_error():
     """The fused kernel has no dropout: asked for with attention dropout in training it raises
     (rather than silently running the explicit path); evaluation, and hidden dropout alone, run."""
-    cfg = tiny_config(attention_impl="fused", attention_dropout=0.1, hidden_dropout=0.1)
+    cfg = tiny_config(attention_dropout=0.1, hidden_dropout=0.1)
+    fused = Execution(attention_impl="fused")
     batch = tiny_batch()
-    model = AlbertForPreTraining(cfg)
+    model = AlbertForPreTraining(cfg, fused)
     params = reference_params(model)
     rngs = {"dropout": jax.random.PRNGKey(0)}
     with pytest.raises(ValueError, match="attention_impl='fused' cannot apply attention dropout"):
         model.apply({"params": params}, **batch, deterministic=False, rngs=rngs)
     model.apply({"params": params}, **batch, deterministic=True)
-    hidden_only = AlbertForPreTraining(cfg.replace(attention_dropout=0.0))
+    hidden_only = AlbertForPreTraining(cfg.replace(attention_dropout=0.0), fused)
     hidden_only.apply({"params": params}, **batch, deterministic=False, rngs=rngs)

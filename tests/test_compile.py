@@ -13,7 +13,7 @@ import pytest
 from support.tpu import needs_libtpu
 from trainer_worker import make_config, make_global_batch, make_task
 
-from albert_jax import AlbertConfig
+from albert_jax import AlbertConfig, Execution
 from albert_jax.train import hlo, topology, trainer
 from albert_jax.train.config import TrainConfigError, TrainerConfig
 
@@ -178,7 +178,7 @@ def test_auto_switches_resolve_for_the_mesh_platform_not_the_host():
     matmuls) inside the compiled task's scope, and the CPU ones outside it."""
     from albert_jax.model.albert import resolve_attention, resolve_matmul_grad, target_platform
 
-    config = AlbertConfig(attention_impl="auto", matmul_grad="auto")
+    config = Execution(attention_impl="auto", matmul_grad="auto")
     assert (resolve_attention(config, 0.0), resolve_matmul_grad(config)) == ("explicit", "custom")
     with target_platform("tpu"):
         assert resolve_attention(config, 0.0) == "fused"

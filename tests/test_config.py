@@ -6,7 +6,19 @@ import pytest
 
 from albert_jax import AlbertConfig
 from albert_jax.model import presets
-from albert_jax.model.config import layout_groups
+from albert_jax.model.config import EXECUTION_KEYS, Execution, layout_groups
+
+# `AlbertConfig().to_dict()` as written before the execution fields left AlbertConfig (2a26f36):
+# what every checkpoint's, exported model's and pretraining workdir's config.json then held.
+OLD_CONFIG_JSON = {
+    "attention_dropout": 0.0, "attention_groups": 1, "attention_impl": "auto",
+    "dtype": "float32", "embedding_projection_always": False, "embedding_size": 128,
+    "ffn_groups": 1, "hidden_act": "gelu_new", "hidden_dropout": 0.0, "hidden_size": 768,
+    "initializer_range": 0.02, "intermediate_size": 3072, "layer_norm_eps": 1e-12,
+    "matmul_grad": "auto", "max_position_embeddings": 512, "num_heads": 12, "num_layers": 12,
+    "param_dtype": "float32", "remat": "none", "scan_layers": True, "type_vocab_size": 2,
+    "vocab_size": 30000,
+}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -32,10 +44,6 @@ def test_named_layouts(layout, expected):
         ({"attention_groups": 0}, "attention_groups must be an int in 1..num_layers=12"),
         ({"ffn_groups": 13}, "ffn_groups must be an int in 1..num_layers=12"),
         ({"hidden_act": "swish"}, "unknown hidden_act 'swish'"),
-        ({"remat": "some"}, "remat must be one of"),
-        ({"attention_impl": "flash"}, "attention_impl must be one of .*'fused'.*got 'flash'"),
-        ({"matmul_grad": "manual"}, "matmul_grad must be one of .*'autodiff'.*got 'manual'"),
-        ({"dtype": "int8"}, "dtype must be one of"),
         ({"hidden_dropout": 1.0}, "hidden_dropout must be in"),
         ({"vocab_size": 0}, "vocab_size must be a positive int"),
     ],
@@ -43,6 +51,38 @@ def test_named_layouts(layout, expected):
 def test_invalid_values_raise_clear_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         AlbertConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"remat": "some"}, "^Execution: remat must be one of .*'save_dots'.*got 'some'"),
+        ({"attention_impl": "flash"}, "^Execution: attention_impl must be one of .*got 'flash'"),
+        ({"matmul_grad": "manual"}, "^Execution: matmul_grad must be one of .*got 'manual'"),
+        ({"dtype": "int8"}, "^Execution: dtype must be one of .*'bfloat16'.*got 'int8'"),
+        ({"param_dtype": "half"}, "^Execution: param_dtype must be one of .*got 'half'"),
+    ],
+)
+def test_invalid_execution_values_name_the_field(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Execution(**kwargs)
+    with pytest.raises(TypeError):  # not AlbertConfig's any more
+        AlbertConfig(**kwargs)
+
+
+def test_execution_defaults_and_section_round_trip():
+    """Today's defaults; a run config's section reads back as the Execution it was built from."""
+    ex = Execution()
+    assert (ex.dtype, ex.param_dtype, ex.scan_layers, ex.remat) == (
+        "float32", "float32", True, "none",
+    )  # fmt: skip
+    assert (ex.attention_impl, ex.matmul_grad) == ("auto", "auto")
+    section = Execution.section()
+    section.update(dtype="bfloat16", scan_layers=False, remat="save_dots")
+    assert Execution.from_config(section) == Execution(
+        dtype="bfloat16", scan_layers=False, remat="save_dots"
+    )
+    assert set(section) == EXECUTION_KEYS
 
 
 def test_unknown_layout_and_frozen():
@@ -56,19 +96,43 @@ def test_unknown_layout_and_frozen():
 
 
 def test_json_round_trip_and_unknown_keys():
-    cfg = presets.get("albert-large", layout="attention", dtype="bfloat16")
+    cfg = presets.get("albert-large", layout="attention", hidden_dropout=0.0)
     assert AlbertConfig.from_json(cfg.to_json()) == cfg
+    assert not set(json.loads(cfg.to_json())) & EXECUTION_KEYS
     with pytest.raises(ValueError, match="unknown keys \\['num_hidden_groups'\\]"):
         AlbertConfig.from_dict({**cfg.to_dict(), "num_hidden_groups": 1})
 
 
-def test_a_config_json_from_before_the_execution_fields_still_loads():
-    """attention_impl and matmul_grad (how the model runs) came later: a config.json without them
-    (an older checkpoint or workdir) loads with `auto`, the behaviour it was written under."""
-    old = {k: v for k, v in AlbertConfig().to_dict().items()
-           if k not in ("attention_impl", "matmul_grad")}  # fmt: skip
+def test_a_config_json_from_before_execution_left_the_model_config_still_loads():
+    """A config.json written when AlbertConfig held the execution fields (dtype, scan_layers, ...)
+    loads with them dropped, to the same model; written again, it holds none of them. Any other
+    unknown key is still an error, named."""
+    assert EXECUTION_KEYS <= set(OLD_CONFIG_JSON)
+    old = {**OLD_CONFIG_JSON, "dtype": "bfloat16", "scan_layers": False, "remat": "full"}
     cfg = AlbertConfig.from_json(json.dumps(old))
-    assert (cfg.attention_impl, cfg.matmul_grad) == ("auto", "auto")
+    assert cfg == AlbertConfig()
+    assert set(cfg.to_dict()) == set(OLD_CONFIG_JSON) - EXECUTION_KEYS
+    assert AlbertConfig.from_dict(json.loads(cfg.to_json())) == cfg
+    with pytest.raises(ValueError, match=r"unknown keys \['compute_dtype'\]"):
+        AlbertConfig.from_dict({**OLD_CONFIG_JSON, "compute_dtype": "float32"})
+
+
+def test_an_old_pretraining_workdir_model_section_still_loads():
+    """The model section of a pretraining workdir's config.json written before `config.execution`
+    held dtype / scan_layers / remat / attention_impl / matmul_grad: the model loads, they are
+    not the model's (the run's execution section is what runs it now)."""
+    import ml_collections
+
+    from albert_jax.model.presets import from_run_config
+
+    old = {"preset": "albert-tiny", "layout": "groups:2", "hidden_size": 128, "num_heads": 2,
+           "dtype": "bfloat16", "scan_layers": False, "remat": "save_dots",
+           "attention_impl": "auto", "matmul_grad": "auto"}  # fmt: skip
+    run = ml_collections.ConfigDict({"model": old})
+    want = presets.get("albert-tiny", layout="groups:2", hidden_size=128, num_heads=2)
+    assert from_run_config(run) == want
+    with pytest.raises(TypeError, match="no_such_field"):  # other keys still reach AlbertConfig
+        from_run_config(ml_collections.ConfigDict({"model": {**old, "no_such_field": 1}}))
 
 
 def test_projection_presence():
@@ -92,23 +156,25 @@ def test_the_pretraining_configs_are_all_found():
 
 @pytest.mark.parametrize("name", PRETRAIN_CONFIGS)
 def test_every_pretraining_config_takes_the_execution_overrides(name):
-    """--config.model.dtype / scan_layers / remat / attention_impl / matmul_grad (docs/api.md,
-    docs/performance.md) parse for every pretraining config: the command line locks the config, so
-    an undeclared key is an error."""
+    """--config.execution.dtype / param_dtype / scan_layers / remat / attention_impl /
+    matmul_grad (docs/api.md, docs/performance.md) parse for every pretraining config: the
+    command line locks the config, so an undeclared key is an error. The model section has none
+    of them."""
     import importlib
 
     from albert_jax.model.presets import from_run_config
 
     config = importlib.import_module(f"configs.pretrain.{name}").get_config()
     config.lock()
-    overrides = dict(dtype="bfloat16", scan_layers=False, remat="full", attention_impl="fused",
-                     matmul_grad="autodiff")  # fmt: skip
+    overrides = dict(dtype="bfloat16", param_dtype="bfloat16", scan_layers=False, remat="full",
+                     attention_impl="fused", matmul_grad="autodiff")  # fmt: skip
     for field, value in overrides.items():
-        setattr(config.model, field, value)
-    model = from_run_config(config)
-    assert {k: getattr(model, k) for k in overrides} == overrides
+        setattr(config.execution, field, value)
+    assert Execution.from_config(config.execution) == Execution(**overrides)
+    assert not set(config.model) & EXECUTION_KEYS
+    from_run_config(config)  # the model section alone builds the model
     with pytest.raises(AttributeError):
-        config.model.no_such_field = 1  # what the lock guards: the test would pass without it
+        config.execution.no_such_field = 1  # what the lock guards: the test would pass without it
 
 
 FINETUNE_CONFIGS = sorted(
@@ -129,8 +195,9 @@ def test_a_finetuning_config_has_no_pretraining_leaf(name):
     from albert_jax.train.config import TrainerConfig
     from configs.pretrain.common import pretrain_defaults
 
-    # the optimizer's and the evaluators' (`config.evals`) sections are every job's
-    shared = set(TrainerConfig.section()) | set(FinetuneConfig.section()) | {"optim", "evals"}
+    # the optimizer's, the evaluators' (`config.evals`) and the execution's sections are every job's
+    shared = set(TrainerConfig.section()) | set(FinetuneConfig.section())
+    shared |= {"optim", "evals", "execution"}
     pretraining_only = set(pretrain_defaults()) - shared
     assert {"objective", "electra", "train_flops", "cross_eval"} <= pretraining_only
     arg = {"searched": "sentiment", "suite": "headlines"}.get(name)  # those take an argument
@@ -139,6 +206,9 @@ def test_a_finetuning_config_has_no_pretraining_leaf(name):
     assert set(TrainerConfig.section()) | set(FinetuneConfig.section()) <= set(config)
     assert FinetuneConfig.from_config(config).batch_size == config.batch_size
     assert TrainerConfig.from_config(config).log_every == config.log_every
+    # how the model runs is its own section (unrolled layers: faster at fine-tuning depths)
+    assert Execution.from_config(config.execution) == Execution(scan_layers=False)
+    assert not set(config.model) & EXECUTION_KEYS
 
 
 @pytest.mark.parametrize("name", FINETUNE_CONFIGS)

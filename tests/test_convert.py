@@ -64,8 +64,9 @@ def test_import_reproduces_reference(src):
 def test_float16_weights_import_as_float32(tmp_path):
     """A transformers checkpoint saved in float16: its weights are cast to float32 on import
     (only training *in* float16 is refused, `trainer.check_dtype`), equal to the float16
-    values, and the model it gives trains in float32."""
-    from albert_jax.train.trainer import check_dtype
+    values; the model config it gives carries no dtype (how a run computes is its own
+    execution section, float32 by default)."""
+    from albert_jax.model.config import EXECUTION_KEYS
 
     src = tmp_path / "hf16"
     shutil.copytree(fixture("hf_gelu_new"), src)
@@ -75,8 +76,8 @@ def test_float16_weights_import_as_float32(tmp_path):
     config = json.loads((src / "config.json").read_text())
     (src / "config.json").write_text(json.dumps({**config, "torch_dtype": "float16"}))
     source, want = load_source(str(src)), load_source(fixture("hf_gelu_new"))
-    check_dtype(source.config.dtype, source.config.param_dtype)
-    assert (source.config.dtype, source.config.param_dtype) == ("float32", "float32")
+    assert not set(source.config.to_dict()) & EXECUTION_KEYS
+    assert source.config == want.config
     for got, full in zip(jax.tree.leaves(source.params), jax.tree.leaves(want.params), strict=True):
         assert got.dtype == np.float32
         np.testing.assert_array_equal(got, full.astype(np.float16).astype(np.float32))

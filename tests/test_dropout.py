@@ -16,10 +16,12 @@ from helpers import tiny_batch, tiny_config
 from albert_jax import AlbertModel
 from albert_jax.model import albert as model_lib
 from albert_jax.model.albert import init_params
+from albert_jax.model.config import Execution
 
 P = 0.3
 L = 4
 CFG = tiny_config("all", num_layers=L, hidden_dropout=P, attention_dropout=P)  # shared block
+SCANNED = Execution()
 Q = 2 * P * (1 - P)  # chance that two independent masks differ at a position
 CALLS = []  # (input, output) of every dropout call of the last run
 
@@ -51,12 +53,12 @@ def params():
 
 
 @functools.cache
-def compiled(cfg, deterministic):
+def compiled(cfg, deterministic, execution):
     b = tiny_batch()
     mask = jnp.ones_like(b["attention_mask"])  # no padding: no attention prob is exactly 0
     return jax.jit(
         lambda p, r: (
-            AlbertModel(cfg)
+            AlbertModel(cfg, execution)
             .apply(
                 {"params": p},
                 b["input_ids"],
@@ -70,10 +72,10 @@ def compiled(cfg, deterministic):
     )
 
 
-def run(cfg=CFG, step=0, deterministic=False):
+def run(cfg=CFG, step=0, deterministic=False, execution=SCANNED):
     """Sequence output and the logged calls [embeddings, (attention probs, attention output, FFN
     output) per layer]; the key of step s is fold_in(base, s), as the trainer does."""
-    fn, p = compiled(cfg, deterministic), params()  # before clearing: init calls dropout too
+    fn, p = compiled(cfg, deterministic, execution), params()  # before clearing: init calls it
     CALLS.clear()
     out = fn(p, jax.random.fold_in(jax.random.key(7), step))
     jax.effects_barrier()
@@ -149,7 +151,7 @@ def test_masks_differ_across_layers_steps_and_examples():
 
 def test_scan_and_unrolled_draw_identical_masks():
     out_scan, scan = run()
-    out_loop, loop = run(CFG.replace(scan_layers=False))
+    out_loop, loop = run(execution=Execution(scan_layers=False))
     for i, (a, b) in enumerate(zip(masks(scan), masks(loop), strict=True)):
         np.testing.assert_array_equal(a, b, err_msg=f"call {i}")
     # f32 rounding only: XLA fuses the loop and the unrolled graph differently.

@@ -183,10 +183,9 @@ def test_flops_count_both_networks_as_xla_does():
     compiled gradient (unrolled layers: XLA counts a loop body once). Measured 1.016 (XLA adds
     elementwise work: sampling, GELU, softmax); leaving out the discriminator's head (+2 %), the
     generator (+6 %) or the backward pass falls outside [1, 1.03]."""
-    model = tiny_model_config().replace(
-        hidden_size=256, intermediate_size=1024, embedding_size=64, scan_layers=False
-    )
-    config = make_config(objective="electra", **{"electra.generator_layout": "none"})
+    model = tiny_model_config().replace(hidden_size=256, intermediate_size=1024, embedding_size=64)
+    unrolled = {"electra.generator_layout": "none", "execution.scan_layers": False}
+    config = make_config(objective="electra", **unrolled)
     task = make_task(config, model=model)
     params = init_params_of(task)
 

@@ -14,6 +14,7 @@ from support.finetune import N_DEV, TOKENIZER, make_config, read_jsonl, tiny_con
 from albert_jax.checkpoints import checkpoint
 from albert_jax.data.finetuning.records import DataError
 from albert_jax.jobs import run as runs
+from albert_jax.model.config import Execution
 from albert_jax.model.heads import build_model
 from albert_jax.tasks import finetuning as F
 from albert_jax.text.tokenization import load_tokenizer
@@ -124,15 +125,19 @@ def test_unshared_model_starts_from_exactly_the_shared_outputs(pretrained, files
     np.testing.assert_allclose(logits[0], logits[1], rtol=1e-6, atol=1e-6)
 
 
-def test_execution_overrides_reach_the_model_config(pretrained, files):
-    """--config.model.attention_impl / matmul_grad parse (the command line locks the config) and
-    replace the checkpoint's values; left unset (None), the checkpoint's stay."""
+def test_execution_overrides_reach_the_model(pretrained, files):
+    """--config.execution.attention_impl / matmul_grad parse (the command line locks the config)
+    and reach the task's model; the model config (the checkpoint's) has no such fields."""
     config = make_config(pretrained, "classification", files)
     config.lock()
-    assert F.FinetuneData(config, splits=("dev",)).model_config.attention_impl == "auto"
-    config.model.attention_impl, config.model.matmul_grad = "fused", "autodiff"
-    model = F.FinetuneData(config, splits=("dev",)).model_config
-    assert (model.attention_impl, model.matmul_grad) == ("fused", "autodiff")
+    data = F.FinetuneData(config, splits=("dev",))
+    assert data.execution == Execution(scan_layers=False)  # fine-tuning's default: unrolled
+    config.execution.attention_impl, config.execution.matmul_grad = "fused", "autodiff"
+    data = F.FinetuneData(config, splits=("dev",))
+    want = Execution(scan_layers=False, attention_impl="fused", matmul_grad="autodiff")
+    assert data.execution == want
+    assert F.make_task(config, data).model.execution == want
+    assert data.model_config == F.FinetuneData(config, splits=("dev",)).model_config
 
 
 def test_tagging_loss_is_a_masked_mean_over_first_pieces(pretrained, files):

@@ -15,6 +15,7 @@ from support.seq2seq import s2s_config
 
 from albert_jax.checkpoints import checkpoint
 from albert_jax.jobs import run as runs
+from albert_jax.model.config import Execution
 from albert_jax.model.decoding import Decoder, beam_search
 from albert_jax.model.heads import AlbertForSeq2Seq, prefix_lm_mask
 
@@ -57,8 +58,8 @@ def test_source_cannot_see_target_and_target_cannot_see_its_future(layout):
 def test_cached_steps_equal_the_full_forward_pass(layout, scan):
     """Teacher-forced: prefill + one cached step per target token gives the log-probabilities
     of one full pass over `[CLS] source [SEP] target` (sources of different lengths padded)."""
-    c = tiny_config(layout, max_position_embeddings=32, scan_layers=scan)
-    model = AlbertForSeq2Seq(c)
+    c = tiny_config(layout, max_position_embeddings=32)
+    model = AlbertForSeq2Seq(c, Execution(scan_layers=scan))
     params = random_params(model)
     rng = np.random.default_rng(1)
     S, M = 7, 5

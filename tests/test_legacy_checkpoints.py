@@ -6,6 +6,7 @@ with attention shared (G = 1) and the FFN not (G = 2), unrolled."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -17,6 +18,7 @@ from trainer_worker import make_config, make_task
 
 from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.train_state import Checkpointer
+from albert_jax.model.config import EXECUTION_KEYS
 from albert_jax.model.heads import build_model
 from albert_jax.train import workdir
 from albert_jax.train.trainer import compile_task, train
@@ -52,10 +54,19 @@ def assert_canonical(new, old):
         np.testing.assert_array_equal(np.asarray(value), want, err_msg=path)
 
 
-def test_a_legacy_model_checkpoint_loads_on_todays_tree():
+def test_a_legacy_model_checkpoint_loads_on_todays_tree(tmp_path):
+    """Its config.json, written when AlbertConfig held the execution fields (scan_layers, dtype,
+    ...), loads without them; saved again, the config.json holds none of them."""
     path = os.path.join(LEGACY, "model")
+    with open(os.path.join(path, "config.json")) as f:
+        assert EXECUTION_KEYS <= set(json.load(f))  # the fixture is of the old config.json
     config, params = checkpoint.load(path)
     assert (config.attention_groups, config.ffn_groups) == (1, 2)
+    checkpoint.save(str(tmp_path / "again"), config, params)
+    with open(tmp_path / "again" / "config.json") as f:
+        saved = json.load(f)
+    assert not set(saved) & EXECUTION_KEYS and saved["ffn_groups"] == 2
+    assert checkpoint.load(str(tmp_path / "again"))[0] == config
     old = raw(os.path.join(path, "params"))
     assert np.ndim(flat(old)[ATTENTION]) == 2  # the fixture is of the old layout
     assert_canonical(params, old)
@@ -65,7 +76,11 @@ def test_a_legacy_model_checkpoint_loads_on_todays_tree():
 
 
 def test_a_legacy_workdir_converts_on_todays_tree():
+    """Its config.json's model section still holds scan_layers (an execution key): it loads."""
+    with open(os.path.join(LEGACY, "workdir", "config.json")) as f:
+        assert json.load(f)["model"]["scan_layers"] is False
     src = workdir.load_workdir(os.path.join(LEGACY, "workdir"))
+    assert (src.config.attention_groups, src.config.ffn_groups) == (1, 2)
     old = raw(os.path.join(LEGACY, "workdir", "checkpoints", "2", "state"))
     assert isinstance(flat(old["params"])[FFN], list)  # written per layer
     assert src.step == 2
@@ -79,7 +94,7 @@ def test_a_legacy_unrolled_train_state_resumes_scanned(tmp_path):
     old = raw(os.path.join(LEGACY, "workdir", "checkpoints", "2", "state"))
     work, straight = tmp_path / "resumed", tmp_path / "straight"
     shutil.copytree(os.path.join(LEGACY, "workdir", "checkpoints"), work / "checkpoints")
-    run = make_config(total_steps=4, checkpoint_every=2)
+    run = make_config(total_steps=4, checkpoint_every=2, **{"execution.scan_layers": False})
     task = make_task(run, model=config_model)
     ckpt = Checkpointer(str(work / "checkpoints"))
     try:
@@ -95,7 +110,8 @@ def test_a_legacy_unrolled_train_state_resumes_scanned(tmp_path):
     old_mu = next(s for s in old["opt_state"][1] if isinstance(s, dict) and "mu" in s)["mu"]
     assert_canonical(mu.mu, old_mu)
 
-    train(run, str(work), make_task(run, model=config_model.replace(scan_layers=True)).job())
+    scanned = make_config(total_steps=4, checkpoint_every=2, **{"execution.scan_layers": True})
+    train(scanned, str(work), make_task(scanned, model=config_model).job())
     train(run, str(straight), make_task(run, model=config_model).job())
     a, b = (raw(str(d / "checkpoints" / "4" / "state")) for d in (work, straight))
     for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):

@@ -18,12 +18,15 @@ from support.reference import (
 
 from albert_jax import AlbertForPreTraining, AlbertModel
 from albert_jax.model.albert import ACTIVATIONS
+from albert_jax.model.config import Execution
 from albert_jax.model.losses import mlm_loss, sop_loss
 
+DEFAULT = Execution()
 
-def apply(config, params, batch, rngs=None, **kw):
+
+def apply(config, params, batch, rngs=None, execution=DEFAULT, **kw):
     """Jitted apply (eager dispatch of every op is far slower than compiling these tiny models)."""
-    model = AlbertForPreTraining(config)
+    model = AlbertForPreTraining(config, execution)
     fn = jax.jit(lambda p, b, r: model.apply({"params": p}, **b, rngs=r, **kw))
     return fn(params, batch, rngs)
 
@@ -117,8 +120,10 @@ def test_mlm_all_positions_equals_gathered():
     np.testing.assert_allclose(gathered, expect, atol=1e-6)
 
 
-def _loss(config, params, batch, deterministic=True, rng=None, with_outputs=False):
-    out = AlbertForPreTraining(config).apply(
+def _loss(
+    config, params, batch, deterministic=True, rng=None, with_outputs=False, execution=DEFAULT
+):
+    out = AlbertForPreTraining(config, execution).apply(
         {"params": params},
         **batch,
         deterministic=deterministic,
@@ -145,8 +150,10 @@ def test_scan_and_unrolled_agree_on_outputs_and_gradients(layout):
     batch = tiny_batch()
     results = []
     for scan in (True, False):
-        c = cfg.replace(scan_layers=scan)
-        fn = jax.value_and_grad(functools.partial(_loss, c, with_outputs=True), has_aux=True)
+        ex = Execution(scan_layers=scan)
+        fn = jax.value_and_grad(
+            functools.partial(_loss, cfg, with_outputs=True, execution=ex), has_aux=True
+        )
         results.append(jax.jit(fn)(params, batch))
     ((_, o1), g1), ((_, o2), g2) = results
     close = functools.partial(np.testing.assert_allclose, atol=1e-6, rtol=1e-6)
@@ -170,8 +177,8 @@ def test_dropout_scan_unrolled_and_remat_agree():
     batch, rng = tiny_batch(), jax.random.key(3)
     ref = grad(cfg, deterministic=False, rng=rng)(params, batch)
     for changes in ({"scan_layers": False}, {"remat": "full"}, {"remat": "save_dots"}):
-        c = cfg.replace(**changes)
-        g = grad(c, deterministic=False, rng=rng)(params, batch)
+        ex = Execution(**changes)
+        g = grad(cfg, deterministic=False, rng=rng, execution=ex)(params, batch)
         jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), ref, g)
     det = grad(cfg)(params, batch)
     assert not np.allclose(det["pooler"]["kernel"], ref["pooler"]["kernel"])
@@ -194,7 +201,7 @@ def test_bfloat16_compute_tracks_float32():
     params = random_params(AlbertForPreTraining(cfg))
     batch = tiny_batch()
     f32 = apply(cfg, params, batch)
-    bf16 = apply(cfg.replace(dtype="bfloat16"), params, batch)
+    bf16 = apply(cfg, params, batch, execution=Execution(dtype="bfloat16"))
     assert bf16.sequence_output.dtype == jnp.bfloat16
     assert bf16.mlm_logits.dtype == jnp.float32  # logits for the loss stay float32
     assert jax.tree_util.tree_leaves(params)[0].dtype == jnp.float32
@@ -266,7 +273,7 @@ def test_bfloat16_gradients_track_float32_scanned_and_unrolled():
     batch = tiny_batch()
     ref = grad(cfg)(params, batch)
     for scan in (True, False):
-        g = grad(cfg.replace(dtype="bfloat16", scan_layers=scan))(params, batch)
+        g = grad(cfg, execution=Execution(dtype="bfloat16", scan_layers=scan))(params, batch)
         for (path, a), b in zip(
             jax.tree_util.tree_leaves_with_path(g), jax.tree_util.tree_leaves(ref), strict=True
         ):
@@ -287,10 +294,13 @@ def test_save_dots_keeps_every_matmul_output_and_only_those(scan, attention):
     L, dots = 6, 8 if attention == "explicit" else 7
 
     def kept(remat):
-        cfg = tiny_config("none", remat=remat, scan_layers=scan, attention_impl=attention)
-        params = random_params(AlbertForPreTraining(cfg))
+        cfg = tiny_config("none")
+        model = AlbertForPreTraining(
+            cfg, Execution(remat=remat, scan_layers=scan, attention_impl=attention)
+        )
+        params = random_params(model)
         batch = tiny_batch()
-        f = lambda p: AlbertForPreTraining(cfg).apply({"params": p}, **batch).mlm_logits.sum()
+        f = lambda p: model.apply({"params": p}, **batch).mlm_logits.sum()
         res = saved_residuals(f, params)
         if scan:  # the loop's saved values: one [L, ...] array each (the 8 dots + the carry)
             return sum(1 for aval, why in res if "output of scan" in why and aval.shape[0] == L)

@@ -22,8 +22,9 @@ def state_at(workdir, step=N):
 
 
 def run(workdir, scan: bool, steps: int):
-    config = make_config(total_steps=steps, checkpoint_every=3, **{"optim.total_steps": N})
-    model = tiny_model_config().replace(attention_groups=1, scan_layers=scan)
+    overrides = {"optim.total_steps": N, "execution.scan_layers": scan}
+    config = make_config(total_steps=steps, checkpoint_every=3, **overrides)
+    model = tiny_model_config().replace(attention_groups=1)
     model = model.replace(ffn_groups=model.num_layers)
     train(config, str(workdir), make_task(config, model=model).job())
 

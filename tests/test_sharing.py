@@ -7,7 +7,7 @@ import optax
 import pytest
 from helpers import random_params, tiny_batch, tiny_config
 
-from albert_jax import AlbertForPreTraining
+from albert_jax import AlbertForPreTraining, Execution
 from albert_jax.model import sharing
 from albert_jax.model.losses import mlm_loss
 
@@ -24,7 +24,7 @@ def test_every_grouped_leaf_has_its_group_axis_scanned_or_unrolled(layout):
     G = attention_groups (ffn_groups), 1 included, and scan vs unrolled changes nothing in it."""
     cfg = tiny_config(layout)
     scanned = random_params(AlbertForPreTraining(cfg))
-    unrolled = random_params(AlbertForPreTraining(cfg.replace(scan_layers=False)))
+    unrolled = random_params(AlbertForPreTraining(cfg, Execution(scan_layers=False)))
     assert jax.tree.structure(scanned) == jax.tree.structure(unrolled)
     jax.tree.map(np.testing.assert_array_equal, scanned, unrolled)
     for block, field in sharing.SUB_BLOCKS.items():

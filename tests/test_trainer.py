@@ -112,8 +112,9 @@ def test_unrolled_encoder_trains_as_the_scanned_one_on_the_same_tree():
     mesh = partitioning.make_mesh((2, 1, 1), devices=jax.devices()[:2])
     for layout, groups in (("none", 4), ("all", 1)):
         model = tiny_model_config().with_layout(layout)
-        scanned, _, p_scan = _direct_steps(mesh, 1, 3, model=model.replace(scan_layers=True))
-        unrolled, _, p_loop = _direct_steps(mesh, 1, 3, model=model.replace(scan_layers=False))
+        scan, loop = ({"execution.scan_layers": s} for s in (True, False))
+        scanned, _, p_scan = _direct_steps(mesh, 1, 3, scan, model=model)
+        unrolled, _, p_loop = _direct_steps(mesh, 1, 3, loop, model=model)
         assert jax.tree.structure(p_scan) == jax.tree.structure(p_loop)
         for p in (p_scan, p_loop):
             assert p["encoder"]["attention"]["query"]["kernel"].shape == (groups, 32, 32)
@@ -285,11 +286,11 @@ def test_nonfinite_loss_before_any_checkpoint_claims_none(tmp_path):
 
 
 def test_a_float16_model_is_refused_before_compiling():
-    """However the model got float16 (a checkpoint's config, a task's own), `compile_task`
+    """However the run got float16 (its config's execution section, a task's own), `compile_task`
     refuses it with the one-line reason, for either network of a task."""
-    config = make_config(total_steps=N)
-    for fields in ({"dtype": "float16"}, {"param_dtype": "float16"}):
-        task = make_task(config, model=trainer_worker.tiny_model_config().replace(**fields))
+    for name in ("dtype", "param_dtype"):
+        config = make_config(total_steps=N, **{f"execution.{name}": "float16"})
+        task = make_task(config, model=trainer_worker.tiny_model_config())
         with pytest.raises(trainer.TrainConfigError, match="float16 cannot train: there is no"):
             compile_task(config, task.job())
 

@@ -1,8 +1,8 @@
 """Checkpoints written before every grouped leaf carried its group axis (up to 54ec26f).
 
 Then, a leaf under encoder/attention or encoder/ffn had no leading group axis when its sub-block
-had one group, and an unrolled run (`scan_layers=False`) held each [G, ...] leaf of its train
-state, parameters and optimizer moments alike, as a list of G per-layer arrays. Now every such
+had one group, and an unrolled run (`execution.scan_layers=False`) held each [G, ...] leaf of its
+train state, parameters and optimizer moments alike, as a list of G per-layer arrays. Now every such
 leaf is [G, ...] in every layout, scanned or unrolled. This module is the one conversion, applied
 where a checkpoint is read (`checkpoint.load`, `source.load_workdir`, `Checkpointer`): a list is
 stacked and a missing G = 1 axis is added; nothing else ever differed.

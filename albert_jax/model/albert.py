@@ -15,7 +15,8 @@ Parameter tree (one path convention for every module, optimizer mask, sharding r
 Every leaf under encoder/attention (encoder/ffn) has a leading 'layers' axis of length
 `attention_groups` (`ffn_groups`), 1 included: a leaf's rank never depends on the layout, and
 scanned and unrolled execution read the same tree. The encoder is one `nn.scan` over the L layer
-applications with all parameters broadcast into the loop (or a Python loop, `scan_layers=False`);
+applications with all parameters broadcast into the loop (or a Python loop, `Execution.scan_layers`
+False);
 layer i picks its group's slice with `(i * G) // L`. One mechanism thus covers shared, grouped,
 partially shared and unshared layouts, and a shared block's gradient is accumulated across its
 applications.
@@ -37,7 +38,7 @@ import jax
 import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
-from albert_jax.model.config import AlbertConfig
+from albert_jax.model.config import AlbertConfig, Execution
 
 ACTIVATIONS = {
     "gelu_new": functools.partial(jax.nn.gelu, approximate=True),
@@ -107,7 +108,7 @@ def grouped_param(
     """A parameter carrying logical axis names. With `groups` (an encoder sub-block's G >= 1) it
     is stacked on a leading 'layers' axis of that length and the slice `group` is returned: a
     traced index in a scan, a Python int when unrolled (a static slice; 0 when G = 1)."""
-    dtype = jnp.dtype(module.config.param_dtype)
+    dtype = jnp.dtype(module.execution.param_dtype)
     if groups is None:
         return module.param(name, nn.with_logical_partitioning(init, axes), tuple(shape), dtype)
     gather, path = _GATHER.get(), "/".join((*module.scope.path, name))
@@ -139,6 +140,7 @@ class Dense(nn.Module):
     features: int
     axes: tuple[str | None, str | None]
     groups: int | None = None  # an encoder sub-block's group count: stacked (grouped_param)
+    execution: Execution = Execution()
 
     @nn.compact
     def __call__(self, x, group=None):
@@ -155,15 +157,17 @@ class Dense(nn.Module):
         bias = grouped_param(
             self, "bias", nn.initializers.zeros, (self.features,), self.axes[1:], self.groups, group
         )
-        dtype = jnp.dtype(c.dtype)
-        return (matmul(x, kernel, dtype, grad=resolve_matmul_grad(c)) + bias).astype(dtype)
+        ex = self.execution
+        dtype = jnp.dtype(ex.dtype)
+        return (matmul(x, kernel, dtype, grad=resolve_matmul_grad(ex)) + bias).astype(dtype)
 
 
-def resolve_matmul_grad(config: AlbertConfig, backend: str | None = None) -> str:
-    """config.matmul_grad, auto resolved: the gradient written for CPU there, autodiff elsewhere."""
-    if config.matmul_grad == "auto":
+def resolve_matmul_grad(execution: Execution, backend: str | None = None) -> str:
+    """execution.matmul_grad, auto resolved: the gradient written for CPU there, autodiff
+    elsewhere."""
+    if execution.matmul_grad == "auto":
         return "custom" if _platform(backend) == "cpu" else "autodiff"
-    return config.matmul_grad
+    return execution.matmul_grad
 
 
 def matmul(x, kernel, dtype, kernel_spec: str = "kn", grad: str = "custom"):
@@ -222,6 +226,7 @@ class LayerNorm(nn.Module):
     config: AlbertConfig
     axis_name: str = "hidden"
     groups: int | None = None
+    execution: Execution = Execution()
 
     @nn.compact
     def __call__(self, x, group=None):
@@ -230,7 +235,7 @@ class LayerNorm(nn.Module):
         scale = grouped_param(self, "scale", nn.initializers.ones, (d,), axes, self.groups, group)
         bias = grouped_param(self, "bias", nn.initializers.zeros, (d,), axes, self.groups, group)
         y = normalize(x, c.layer_norm_eps) * scale + bias
-        return y.astype(jnp.dtype(c.dtype))
+        return y.astype(jnp.dtype(self.execution.dtype))
 
 
 def normalize(x, eps: float):
@@ -245,6 +250,7 @@ class Embeddings(nn.Module):
     """word + position + token-type tables of width E, then LayerNorm(E) and dropout."""
 
     config: AlbertConfig
+    execution: Execution = Execution()
 
     def setup(self):
         c = self.config
@@ -259,7 +265,7 @@ class Embeddings(nn.Module):
         self.token_type_embeddings = grouped_param(
             self, "token_type_embeddings", init, (c.type_vocab_size, E), (None, "embed")
         )
-        self.LayerNorm = LayerNorm(c, axis_name="embed")
+        self.LayerNorm = LayerNorm(c, axis_name="embed", execution=self.execution)
 
     def __call__(self, input_ids, token_type_ids, rng, deterministic: bool, position_ids=None):
         c = self.config
@@ -282,8 +288,8 @@ class Embeddings(nn.Module):
 
     def attend(self, x):
         """Logits against the word table (the MLM decoder is tied to it), in float32."""
-        c = self.config
-        return matmul(x, self.word_embeddings, jnp.dtype(c.dtype), "nk", resolve_matmul_grad(c))
+        ex = self.execution
+        return matmul(x, self.word_embeddings, jnp.dtype(ex.dtype), "nk", resolve_matmul_grad(ex))
 
 
 class AttentionBlock(nn.Module):
@@ -291,15 +297,16 @@ class AttentionBlock(nn.Module):
 
     config: AlbertConfig
     groups: int = 1
+    execution: Execution = Execution()
 
     def setup(self):
-        c, g = self.config, self.groups
+        c, g, ex = self.config, self.groups, self.execution
         H = c.hidden_size
-        self.query = Dense(c, H, ("hidden", "heads"), g)
-        self.key = Dense(c, H, ("hidden", "heads"), g)
-        self.value = Dense(c, H, ("hidden", "heads"), g)
-        self.output = Dense(c, H, ("heads", "hidden"), g)
-        self.LayerNorm = LayerNorm(c, groups=g)
+        self.query = Dense(c, H, ("hidden", "heads"), g, ex)
+        self.key = Dense(c, H, ("hidden", "heads"), g, ex)
+        self.value = Dense(c, H, ("hidden", "heads"), g, ex)
+        self.output = Dense(c, H, ("heads", "hidden"), g, ex)
+        self.LayerNorm = LayerNorm(c, groups=g, execution=ex)
 
     def __call__(self, x, bias, group, rng, deterministic: bool, cache=None):
         """With `cache` = (keys, values [B, S, N, D], index): this call's keys and values are
@@ -319,7 +326,7 @@ class AttentionBlock(nn.Module):
             k = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), start)
             v = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), start)
         rate = 0.0 if deterministic else c.attention_dropout
-        if resolve_attention(c, rate) == "fused":
+        if resolve_attention(self.execution, rate) == "fused":
             ctx = jax.nn.dot_product_attention(q, k, v, bias=bias.astype(q.dtype))
             ctx = checkpoint_name(ctx, "dot")  # as explicit_attention's context, for save_dots
         else:
@@ -330,11 +337,11 @@ class AttentionBlock(nn.Module):
         return out if cache is None else (out, (k, v))
 
 
-def resolve_attention(config: AlbertConfig, rate: float, backend: str | None = None) -> str:
+def resolve_attention(execution: Execution, rate: float, backend: str | None = None) -> str:
     """The attention at dropout `rate`: explicit, or fused (jax.nn.dot_product_attention). auto:
     fused off CPU without dropout; on CPU the einsum form moves ~15 % fewer bytes. fused with
     dropout raises, not falls back: a run that names the kernel (a benchmark) should get it."""
-    impl, backend = config.attention_impl, _platform(backend)
+    impl, backend = execution.attention_impl, _platform(backend)
     if impl == "auto":
         return "fused" if rate == 0.0 and backend != "cpu" else "explicit"
     if impl == "fused" and rate > 0.0:
@@ -360,18 +367,21 @@ class FFNBlock(nn.Module):
 
     config: AlbertConfig
     groups: int = 1
+    execution: Execution = Execution()
 
     def setup(self):
-        c, g = self.config, self.groups
-        self.intermediate = Dense(c, c.intermediate_size, ("hidden", "mlp"), g)
-        self.output = Dense(c, c.hidden_size, ("mlp", "hidden"), g)
-        self.LayerNorm = LayerNorm(c, groups=g)
+        c, g, ex = self.config, self.groups, self.execution
+        self.intermediate = Dense(c, c.intermediate_size, ("hidden", "mlp"), g, ex)
+        self.output = Dense(c, c.hidden_size, ("mlp", "hidden"), g, ex)
+        self.LayerNorm = LayerNorm(c, groups=g, execution=ex)
 
     def __call__(self, x, group, rng, deterministic: bool):
         c = self.config
         act = ACTIVATIONS[c.hidden_act]
-        if c.scan_layers:  # a scan stores each value the backward needs per layer: ~6 [B, S, I]
-            act = jax.checkpoint(act)  # arrays for GELU; keep its input, recompute the rest
+        # A scan stores each value the backward needs per layer: ~6 [B, S, I] arrays for GELU;
+        # keep its input, recompute the rest.
+        if self.execution.scan_layers:
+            act = jax.checkpoint(act)
         h = act(self.intermediate(x, group))
         f = dropout(self.output(h, group), c.hidden_dropout, _fold(rng, 2), deterministic)
         return self.LayerNorm(f + x, group)
@@ -385,13 +395,14 @@ class Encoder(nn.Module):
     """E->H projection, then L applications of (attention block, FFN block)."""
 
     config: AlbertConfig
+    execution: Execution = Execution()
 
     def setup(self):
-        c = self.config
+        c, ex = self.config, self.execution
         if c.has_projection:
-            self.projection = Dense(c, c.hidden_size, ("embed", "hidden"))
-        self.attention = AttentionBlock(c, c.attention_groups)
-        self.ffn = FFNBlock(c, c.ffn_groups)
+            self.projection = Dense(c, c.hidden_size, ("embed", "hidden"), execution=ex)
+        self.attention = AttentionBlock(c, c.attention_groups, ex)
+        self.ffn = FFNBlock(c, c.ffn_groups, ex)
 
     def layer(self, x, i, bias, rng, deterministic: bool, cache=None):
         """Layer application i (a Python int or a traced scalar); with a cache (see
@@ -423,9 +434,10 @@ class Encoder(nn.Module):
             y = module.layer(carry, i, bias, rng, deterministic)
             return y, (y if output_hidden_states else None)
 
-        if c.remat != "none":
-            body = nn.remat(body, policy=REMAT_POLICIES[c.remat], prevent_cse=not c.scan_layers)
-        if c.scan_layers:
+        ex = self.execution
+        if ex.remat != "none":
+            body = nn.remat(body, policy=REMAT_POLICIES[ex.remat], prevent_cse=not ex.scan_layers)
+        if ex.scan_layers:
             scan = nn.scan(
                 body,
                 variable_broadcast="params",
@@ -450,7 +462,7 @@ class Encoder(nn.Module):
         def body(module, carry, i, k, v, bias, index):
             return module.layer(carry, i, bias, None, True, (k, v, index))
 
-        if c.scan_layers:
+        if self.execution.scan_layers:
             scan = nn.scan(
                 body, variable_broadcast="params", split_rngs={"params": False},
                 in_axes=(0, 0, 0, nn.broadcast, nn.broadcast), length=c.num_layers,
@@ -479,12 +491,13 @@ class AlbertModel(nn.Module):
     same top-level parameter paths and a pretrained backbone drops into any head unchanged."""
 
     config: AlbertConfig
+    execution: Execution = Execution()
 
     def setup(self):
-        c = self.config
-        self.embeddings = Embeddings(c)
-        self.encoder = Encoder(c)
-        self.pooler = Dense(c, c.hidden_size, ("hidden", None))
+        c, ex = self.config, self.execution
+        self.embeddings = Embeddings(c, ex)
+        self.encoder = Encoder(c, ex)
+        self.pooler = Dense(c, c.hidden_size, ("hidden", None), execution=ex)
 
     def backbone(
         self, input_ids, token_type_ids, attention_mask, deterministic, output_hidden_states,
@@ -525,14 +538,15 @@ class MLMHead(nn.Module):
     """dense H->E with the model's activation, LayerNorm(E); the decoder is the tied word table."""
 
     config: AlbertConfig
+    execution: Execution = Execution()
 
     @nn.compact
     def __call__(self, x, decode):
-        c = self.config
+        c, ex = self.config, self.execution
         x = ACTIVATIONS[c.hidden_act](
-            Dense(c, c.embedding_size, ("hidden", "embed"), name="transform")(x)
+            Dense(c, c.embedding_size, ("hidden", "embed"), execution=ex, name="transform")(x)
         )
-        x = LayerNorm(c, axis_name="embed", name="LayerNorm")(x)
+        x = LayerNorm(c, axis_name="embed", execution=ex, name="LayerNorm")(x)
         bias = grouped_param(
             self, "output_bias", nn.initializers.zeros, (c.vocab_size,), ("vocab",)
         )
@@ -547,9 +561,9 @@ class AlbertForPreTraining(AlbertModel):
 
     def setup(self):
         super().setup()
-        self.mlm = MLMHead(self.config)
+        self.mlm = MLMHead(self.config, self.execution)
         if self.sentence_head:
-            self.sop = Dense(self.config, 2, ("hidden", None))
+            self.sop = Dense(self.config, 2, ("hidden", None), execution=self.execution)
 
     def __call__(
         self,

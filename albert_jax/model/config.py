@@ -1,4 +1,6 @@
-"""`AlbertConfig`: the model's hyperparameters and its cross-layer sharing layout.
+"""`AlbertConfig`: the model's hyperparameters and its cross-layer sharing layout; `Execution`: how
+it runs (dtypes, scan or loop, remat, attention and matmul-gradient variants), kept out of
+AlbertConfig so that a checkpoint's or exported model's config.json says what the model is only.
 
 A sharing layout is two integers, `attention_groups` and `ffn_groups`, each G in 1..L: layer i uses
 group `(i * G) // L` of that sub-block (the transformers `num_hidden_groups` rule). G=1 shares the
@@ -11,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import json
 from typing import Any
+
+from albert_jax.sections import Section
 
 ACTIVATIONS = ("gelu_new", "gelu", "relu")
 REMAT_POLICIES = ("none", "full", "save_dots")
@@ -58,20 +62,11 @@ class AlbertConfig:
     type_vocab_size: int = 2
     layer_norm_eps: float = 1e-12
     initializer_range: float = 0.02  # stddev of the truncated normal used for every kernel/table
-    dtype: str = "float32"  # compute dtype; matmuls accumulate in float32 regardless
-    param_dtype: str = "float32"
     attention_groups: int = 1
     ffn_groups: int = 1
     # The E->H projection exists when E != H (original ALBERT). transformers always creates it, so
     # converted models set this to keep it when E == H.
     embedding_projection_always: bool = False
-    scan_layers: bool = True  # False: a Python loop over layers (same numbers; faster on CPU)
-    remat: str = "none"  # none | full | save_dots (keep matmul outputs, recompute the rest)
-    # How attention and the matmuls' gradients run (same math; albert.resolve_attention and
-    # resolve_matmul_grad). auto: fused attention and autodiff off CPU, explicit and the
-    # hand-written gradient on it; fused with attention dropout in training is an error.
-    attention_impl: str = "auto"  # auto | fused | explicit
-    matmul_grad: str = "auto"  # auto | custom | autodiff (forward-mode autodiff needs it)
 
     def __post_init__(self):
         def check(ok: bool, msg: str):
@@ -110,12 +105,6 @@ class AlbertConfig:
         for name in ("hidden_dropout", "attention_dropout"):
             p = getattr(self, name)
             check(0.0 <= p < 1.0, f"{name} must be in [0, 1), got {p!r}")
-        check(self.remat in REMAT_POLICIES, f"remat must be one of {REMAT_POLICIES}")
-        for name, allowed in (("attention_impl", ATTENTION_IMPLS), ("matmul_grad", MATMUL_GRADS)):
-            value = getattr(self, name)
-            check(value in allowed, f"{name} must be one of {allowed}, got {value!r}")
-        for name in ("dtype", "param_dtype"):
-            check(getattr(self, name) in DTYPES, f"{name} must be one of {DTYPES}")
         check(self.layer_norm_eps > 0, "layer_norm_eps must be > 0")
         check(self.initializer_range > 0, "initializer_range must be > 0")
 
@@ -153,11 +142,13 @@ class AlbertConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AlbertConfig:
+        """From `to_dict`'s keys; the `Execution` keys that a config.json written before they
+        left AlbertConfig still has (checkpoints, exported models, workdirs) are dropped."""
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
+        unknown = sorted(set(d) - known - EXECUTION_KEYS)
         if unknown:
             raise ValueError(f"AlbertConfig: unknown keys {unknown}")
-        return cls(**d)
+        return cls(**{k: v for k, v in d.items() if k in known})
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
@@ -165,3 +156,39 @@ class AlbertConfig:
     @classmethod
     def from_json(cls, text: str) -> AlbertConfig:
         return cls.from_dict(json.loads(text))
+
+
+@dataclasses.dataclass(frozen=True)
+class Execution(Section):
+    """How the model runs: the same math whatever these say (the numbers up to the dtypes'
+    rounding and XLA's fusion). A run config's `execution` section (`Execution.section()`); the
+    Flax modules take it beside their AlbertConfig."""
+
+    dtype: str = "float32"  # compute dtype; matmuls accumulate in float32 regardless
+    param_dtype: str = "float32"
+    scan_layers: bool = True  # False: a Python loop over layers (same numbers; faster on CPU)
+    remat: str = "none"  # none | full | save_dots (keep matmul outputs, recompute the rest)
+    # How attention and the matmuls' gradients run (same math; albert.resolve_attention and
+    # resolve_matmul_grad). auto: fused attention and autodiff off CPU, explicit and the
+    # hand-written gradient on it; fused with attention dropout in training is an error.
+    attention_impl: str = "auto"  # auto | fused | explicit
+    matmul_grad: str = "auto"  # auto | custom | autodiff (forward-mode autodiff needs it)
+
+    def __post_init__(self):
+        for name, allowed in (
+            ("dtype", DTYPES),
+            ("param_dtype", DTYPES),
+            ("remat", REMAT_POLICIES),
+            ("attention_impl", ATTENTION_IMPLS),
+            ("matmul_grad", MATMUL_GRADS),
+        ):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ValueError(f"Execution: {name} must be one of {allowed}, got {value!r}")
+
+    def replace(self, **changes: Any) -> Execution:
+        return dataclasses.replace(self, **changes)
+
+
+# What a config.json written before `Execution` left AlbertConfig may still carry.
+EXECUTION_KEYS = frozenset(f.name for f in dataclasses.fields(Execution))

@@ -45,7 +45,8 @@ class Decoder:
             return self._full(params, state, -1), state
         c = self.model.config
         shape = (c.num_layers, B, S + self.M, c.num_heads, c.head_dim)
-        cache = (jnp.zeros(shape, c.dtype), jnp.zeros(shape, c.dtype), 0)
+        dtype = self.model.execution.dtype
+        cache = (jnp.zeros(shape, dtype), jnp.zeros(shape, dtype), 0)
         key_mask = jnp.pad(mask, ((0, 0), (0, self.M)))[:, None, :] * jnp.ones(
             (1, S, 1), mask.dtype
         )

@@ -30,7 +30,7 @@ import numpy as np
 import optax
 
 from albert_jax.model.albert import ACTIVATIONS, AlbertModel, Dense, Encoder, MLMHead, _fold
-from albert_jax.model.config import AlbertConfig
+from albert_jax.model.config import AlbertConfig, Execution
 from albert_jax.model.flops import encoder_flops_per_token, mlm_head_flops
 from albert_jax.model.losses import mlm_accuracy, mlm_denominator, mlm_loss, sop_accuracy, sop_loss
 
@@ -85,10 +85,11 @@ class ElectraOutput:
 
 class Generator(nn.Module):
     config: AlbertConfig  # generator_config(...)
+    execution: Execution = Execution()
 
     def setup(self):
-        self.encoder = Encoder(self.config)
-        self.mlm = MLMHead(self.config)
+        self.encoder = Encoder(self.config, self.execution)
+        self.mlm = MLMHead(self.config, self.execution)
 
     def __call__(self, x, attention_mask, positions, decode, rng, deterministic: bool):
         seq, _ = self.encoder(x, attention_mask, rng, deterministic, False)
@@ -104,11 +105,11 @@ class ElectraForPreTraining(AlbertModel):
 
     def setup(self):
         super().setup()
-        c = self.config
-        self.generator = Generator(self.generator_config)
-        self.discriminator = DiscriminatorHead(c)
+        c, ex = self.config, self.execution
+        self.generator = Generator(self.generator_config, ex)
+        self.discriminator = DiscriminatorHead(c, ex)
         if self.sentence_head:
-            self.sop = Dense(c, 2, ("hidden", None))
+            self.sop = Dense(c, 2, ("hidden", None), execution=ex)
 
     def __call__(
         self,
@@ -156,12 +157,14 @@ class DiscriminatorHead(nn.Module):
     """dense H->H, the model's activation, dense H->1: one logit per token (float32)."""
 
     config: AlbertConfig
+    execution: Execution = Execution()
 
     @nn.compact
     def __call__(self, x):
-        c = self.config
-        h = ACTIVATIONS[c.hidden_act](Dense(c, c.hidden_size, ("hidden", None), name="dense")(x))
-        return Dense(c, 1, (None, None), name="output")(h)[..., 0].astype(jnp.float32)
+        c, ex = self.config, self.execution
+        h = Dense(c, c.hidden_size, ("hidden", None), execution=ex, name="dense")(x)
+        h = ACTIVATIONS[c.hidden_act](h)
+        return Dense(c, 1, (None, None), execution=ex, name="output")(h)[..., 0].astype(jnp.float32)
 
 
 # --- loss and metrics ---

@@ -31,7 +31,7 @@ from albert_jax.model.albert import (
     init_params,
     normalize,
 )
-from albert_jax.model.config import AlbertConfig
+from albert_jax.model.config import AlbertConfig, Execution
 
 
 class _ClassifierHead(AlbertModel):
@@ -41,7 +41,9 @@ class _ClassifierHead(AlbertModel):
 
     def setup(self):
         super().setup()
-        self.classifier = Dense(self.config, self.num_labels, ("hidden", None))
+        self.classifier = Dense(
+            self.config, self.num_labels, ("hidden", None), execution=self.execution
+        )
 
     def __call__(
         self,
@@ -124,7 +126,7 @@ class AlbertForSeq2Seq(AlbertModel):
 
     def setup(self):
         super().setup()
-        self.mlm = MLMHead(self.config)
+        self.mlm = MLMHead(self.config, self.execution)
 
     def __call__(
         self,
@@ -171,6 +173,7 @@ class ConditionalLayerNorm(nn.Module):
     broadcasts against x [..., H] once the offsets are computed."""
 
     config: AlbertConfig
+    execution: Execution = Execution()
 
     @nn.compact
     def __call__(self, x, cond):
@@ -182,7 +185,7 @@ class ConditionalLayerNorm(nn.Module):
         offsets = jnp.dot(cond.astype(jnp.float32), w.astype(jnp.float32))
         d_scale, d_shift = jnp.split(offsets, 2, axis=-1)
         y = normalize(x, c.layer_norm_eps)
-        return (y * (scale + d_scale) + (bias + d_shift)).astype(jnp.dtype(c.dtype))
+        return (y * (scale + d_scale) + (bias + d_shift)).astype(jnp.dtype(self.execution.dtype))
 
 
 class RelationHead(nn.Module):
@@ -191,12 +194,13 @@ class RelationHead(nn.Module):
 
     config: AlbertConfig
     num_predicates: int
+    execution: Execution = Execution()
 
     def setup(self):
-        c = self.config
-        self.subject = Dense(c, 2, ("hidden", None))
-        self.norm = ConditionalLayerNorm(c)
-        self.object = Dense(c, 2 * self.num_predicates, ("hidden", None))
+        c, ex = self.config, self.execution
+        self.subject = Dense(c, 2, ("hidden", None), execution=ex)
+        self.norm = ConditionalLayerNorm(c, ex)
+        self.object = Dense(c, 2 * self.num_predicates, ("hidden", None), execution=ex)
 
     def subjects(self, x):
         return self.subject(x).astype(jnp.float32)  # [B, T, 2]
@@ -227,7 +231,7 @@ class AlbertForRelationExtraction(AlbertModel):
 
     def setup(self):
         super().setup()
-        self.classifier = RelationHead(self.config, self.num_labels)
+        self.classifier = RelationHead(self.config, self.num_labels, self.execution)
 
     def __call__(
         self,
@@ -269,20 +273,24 @@ MODELS = {
 HEAD_PATHS = ("mlm", "sop", "classifier")  # top-level parameter names that belong to heads
 
 
-def build_model(config: AlbertConfig, head: dict[str, Any] | None = None) -> nn.Module:
-    """The model a head dict describes (None: the pretraining model)."""
+def build_model(
+    config: AlbertConfig,
+    head: dict[str, Any] | None = None,
+    execution: Execution = Execution(),  # noqa: B008 (frozen: one shared default is safe)
+) -> nn.Module:
+    """The model a head dict describes (None: the pretraining model), run as `execution` says."""
     head = head or {"type": "pretraining"}
     kind = head.get("type")
     if kind not in MODELS:
         raise ValueError(f"unknown head type {kind!r}: expected one of {sorted(MODELS)}")
     if kind == "pretraining":
-        return AlbertForPreTraining(config)
+        return AlbertForPreTraining(config, execution)
     num_labels = head.get("num_labels")
     if not isinstance(num_labels, int) or num_labels < 1:
         raise ValueError(f"head {kind!r} needs num_labels >= 1, got {num_labels!r}")
     cls = MODELS[kind]
     dropout = float(head.get("classifier_dropout", cls.classifier_dropout))
-    return cls(config, num_labels=num_labels, classifier_dropout=dropout)
+    return cls(config, execution, num_labels=num_labels, classifier_dropout=dropout)
 
 
 def param_shapes(config: AlbertConfig, head: dict[str, Any] | None = None) -> dict[str, Any]:

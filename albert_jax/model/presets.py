@@ -6,7 +6,7 @@ none, groups:G), e.g. `get('albert-base', embedding_size=768, layout='attention'
 
 from __future__ import annotations
 
-from albert_jax.model.config import AlbertConfig
+from albert_jax.model.config import EXECUTION_KEYS, AlbertConfig
 
 
 def _albert(hidden, layers, heads, dropout, **kw) -> AlbertConfig:
@@ -58,8 +58,10 @@ def from_run_config(config) -> AlbertConfig:
     """The AlbertConfig named by a run config's `model` section: a preset plus field overrides
     (what `configs/pretrain/common.py` writes and a pretraining workdir's config.json keeps).
     Its `layout` ('' = the preset's own) is absent from the config.json of a workdir written
-    before the key existed: the preset's own too."""
+    before the key existed: the preset's own too. The `Execution` keys (dtype, scan_layers, ...)
+    that such a workdir's model section still holds are not the model's: dropped."""
     model = config.model
     layout = model["layout"] if "layout" in model else ""
-    overrides = {k: v for k, v in model.items() if k not in ("preset", "layout")}
+    skip = {"preset", "layout", *EXECUTION_KEYS}
+    overrides = {k: v for k, v in model.items() if k not in skip}
     return get(model.preset, layout=layout or None, **overrides)

@@ -38,6 +38,7 @@ from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
 from albert_jax.data.finetuning import records as D
 from albert_jax.model import sharing
+from albert_jax.model.config import Execution
 from albert_jax.model.flops import forward_flops_per_sequence
 from albert_jax.model.heads import build_model
 from albert_jax.scoring import metrics as M
@@ -145,6 +146,8 @@ class FinetuneData:
         overrides = {k: v for k, v in model.items() if v is not None}
         self.classifier_dropout = float(overrides.pop("classifier_dropout", 0.1))
         self.model_config = self.source.config.replace(**overrides)
+        # how it runs (a config built in Python may have no execution section: the defaults)
+        self.execution = Execution.from_config(config.execution if "execution" in config else {})
         self.tokenizer = self._tokenizer(f)
         self.max_seq_length = int(t.max_seq_length)
         if self.max_seq_length > self.model_config.max_position_embeddings:
@@ -233,9 +236,9 @@ class FinetuneTask(Task, Evaluator):
 
     def __init__(self, config, data: FinetuneData, workdir: str | None = None):
         self.config, self.data = config, data
-        self.model_config = data.model_config
+        self.model_config, self.execution = data.model_config, data.execution
         self.head = data.head()
-        self.model = build_model(self.model_config, self.head)
+        self.model = build_model(self.model_config, self.head, self.execution)
         f = data.settings
         self.global_batch_size = int(f.batch_size)
         self.eval_batch_size = int(f.eval_batch_size or f.batch_size)

@@ -24,6 +24,7 @@ from albert_jax.data.pretraining.pipeline import make_iterator, small_split_erro
 from albert_jax.errors import InputError
 from albert_jax.model import electra, sharing
 from albert_jax.model.albert import AlbertForPreTraining
+from albert_jax.model.config import Execution
 from albert_jax.model.flops import train_flops_per_sequence
 from albert_jax.model.losses import mlm_denominator, pretraining_loss
 from albert_jax.tasks.pretrain_config import OBJECTIVES, PRETRAIN_EVALS, PretrainConfig
@@ -83,7 +84,8 @@ def clamp_warmup(config, given: bool) -> dict[str, int]:
 
 def make_task(config, data_config, model_config, pretrained=None):
     """The task of `config.objective` on `model_config` (an `AlbertConfig`: the run config's
-    model, `presets.from_run_config`, or a starting checkpoint's)."""
+    model, `presets.from_run_config`, or a starting checkpoint's), run as `config.execution`
+    says."""
     objective = objective_of(config)
     if objective == "electra":
         return ElectraTask(config, data_config, model_config, pretrained)
@@ -107,11 +109,14 @@ class PretrainingTask(Task, Evaluator):
                 data_config.mode = "nsp"
         self.data = data_config
         self.model_config = model_config
+        self.execution = Execution.from_config(config.execution)
         self.pretrained = pretrained
         if pretrained is not None:
             self.init_source = pretrained.location
         self.sentence_head = self.objective != "mlm"
-        self.model = AlbertForPreTraining(self.model_config, sentence_head=self.sentence_head)
+        self.model = AlbertForPreTraining(
+            self.model_config, self.execution, sentence_head=self.sentence_head
+        )
         sentence = ("sop_accuracy",) if self.sentence_head else ()
         self.progress_keys = ("loss", "mlm_accuracy", *sentence, "learning_rate")
         self.global_batch_size = int(data_config.global_batch_size)
@@ -361,7 +366,10 @@ class ElectraTask(PretrainingTask):
         except ValueError as err:
             raise ObjectiveError(f"config.electra: {err}") from err
         self.model = electra.ElectraForPreTraining(
-            self.model_config, self.generator_config, self.sentence_head
+            self.model_config,
+            self.execution,
+            generator_config=self.generator_config,
+            sentence_head=self.sentence_head,
         )
         sentence = ("sop_accuracy",) if self.sentence_head else ()
         self.progress_keys = ("loss", "mlm_accuracy", "disc_accuracy", *sentence, "learning_rate")

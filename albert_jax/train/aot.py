@@ -144,7 +144,7 @@ def analyze(
     stats = hlo.collective_stats(text)
     executed = sum(s["executed_bytes"] for s in stats.values())
     wire = sum(s["executed_bytes"] * (2 if k == "all-reduce" else 1) for k, s in stats.items())
-    remat = task.model_config.remat != "none"
+    remat = task.execution.remat != "none"
     minimum = minimum_collective_bytes(_param_bytes(run.abstract.params), mesh, accum, remat)
     report["collectives"] = {
         k: {**s, "executed_gib": round(s["executed_bytes"] / GIB, 4)} for k, s in stats.items()
@@ -190,7 +190,7 @@ def advice(report: dict) -> str:
         line += ", or "
     line += (
         "split the batch into more micro-batches (--config.grad_accum_steps), "
-        "recompute more (--config.model.remat=full), or lower data.global_batch_size"
+        "recompute more (--config.execution.remat=full), or lower data.global_batch_size"
     )
     return line
 

@@ -87,7 +87,7 @@ def batch_gradients(task, mesh, param_specs, accum_steps: int, per_layer: frozen
     specs = {p: manual_spec(s, manual) for p, s in flat_specs.items()}
     per_layer = frozenset(p for p in per_layer if any(_axes(e) for e in specs[p]))
     shards = math.prod(mesh.shape[a] for a in manual)
-    hook = _SliceGather(specs, per_layer, mesh, task.model_config.dtype) if per_layer else None
+    hook = _SliceGather(specs, per_layer, mesh, task.execution.dtype) if per_layer else None
 
     def local(params, batch, norms, key):
         flat = traverse_util.flatten_dict(params, sep="/")

@@ -39,9 +39,11 @@ from albert_jax.train.config import EvalConfig
 
 
 class Task(abc.ABC):
-    """The task model. Subclasses set `model_config` (an `AlbertConfig`) and `model`."""
+    """The task model. Subclasses set `model_config` (an `AlbertConfig`), `execution` (an
+    `Execution`: how `model` runs) and `model`."""
 
     model_config: Any
+    execution: Any
     model: nn.Module
 
     @abc.abstractmethod

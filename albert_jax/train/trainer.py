@@ -95,8 +95,8 @@ def dtype_warning(dtype) -> str | None:
     if dtype != "bfloat16" or jax.default_backend() != "cpu" or _cpu_has_bf16():
         return None
     return (
-        "warning: model.dtype=bfloat16 on a CPU without native bf16 runs ~1.35x slower than "
-        "float32 (--config.model.dtype=float32)"
+        "warning: execution.dtype=bfloat16 on a CPU without native bf16 runs ~1.35x slower "
+        "than float32 (--config.execution.dtype=float32)"
     )
 
 
@@ -109,9 +109,9 @@ def check_dtype(dtype, param_dtype=None) -> None:
         if value is not None and str(value) == "float16":
             instead = "bfloat16" if name == "dtype" else "float32"
             raise TrainConfigError(
-                f"model.{name}=float16 cannot train: there is no loss scaling, so small "
+                f"execution.{name}=float16 cannot train: there is no loss scaling, so small "
                 f"gradients underflow to zero; use bfloat16 (float32's range) or float32 "
-                f"(--config.model.{name}={instead})"
+                f"(--config.execution.{name}={instead})"
             )
 
 
@@ -271,7 +271,7 @@ def compile_task(
     (the search's per-trial learning rate). `devices`: what the mesh is made of (default
     `jax.devices()`; compile-only TPU devices for `pretrain.compile`)."""
     task = job.task
-    check_dtype(task.model_config.dtype, task.model_config.param_dtype)  # ELECTRA's: the same
+    check_dtype(task.execution.dtype, task.execution.param_dtype)  # ELECTRA's: the same
     t = TrainerConfig.from_config(config)
     mesh = partitioning.make_mesh(t.mesh_shape, devices, slices=t.slices)
     accum = t.grad_accum_steps

@@ -21,6 +21,7 @@ results.json and summary.json then say `"init": "none", "random_init": true`.
 import ml_collections
 from ml_collections import config_dict
 
+from albert_jax.model.config import Execution
 from albert_jax.tasks.finetune_config import FINETUNE_EVALS, FinetuneConfig, task_section
 from albert_jax.train.config import TrainerConfig, evals_section
 from albert_jax.train.optim import default_optim_config
@@ -78,17 +79,15 @@ def get_common(task_type: str) -> ml_collections.ConfigDict:
             "hidden_dropout": config_dict.placeholder(float),
             "attention_dropout": config_dict.placeholder(float),
             "classifier_dropout": 0.1,
-            "dtype": config_dict.placeholder(str),
-            # Unrolled layers: at fine-tuning depths (12-24) compiling them is cheap, and XLA
-            # then fuses the backward pass far better than through nn.scan (on CPU, albert-base:
-            # 3.82 s a step unrolled, 4.23 s scan + save_dots, 4.89 s scan; transformers' Flax
-            # model 3.99 s; benchmarks/finetune_step.py). Same numbers either way.
-            "scan_layers": False,
-            "remat": config_dict.placeholder(str),
-            "attention_impl": config_dict.placeholder(str),  # auto | fused | explicit
-            "matmul_grad": config_dict.placeholder(str),  # auto | custom | autodiff
         }
     )
+    # How the model runs (`albert_jax.model.config.Execution`, where the leaves are documented).
+    c.execution = Execution.section()
+    # Unrolled layers: at fine-tuning depths (12-24) compiling them is cheap, and XLA then fuses
+    # the backward pass far better than through nn.scan (on CPU, albert-base: 3.82 s a step
+    # unrolled, 4.23 s scan + save_dots, 4.89 s scan; transformers' Flax model 3.99 s;
+    # benchmarks/finetune_step.py). Same numbers either way.
+    c.execution.scan_layers = False
     c.optim = default_optim_config()
     c.optim.name = "adamw"
     c.optim.learning_rate = 2e-5  # use_new_task_defaults: on dev (tsv.py, ner.py, cloze.py)

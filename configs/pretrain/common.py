@@ -3,14 +3,13 @@
 Not a config itself; `cpu_small.py`, `base.py`, `gpu_single.py` and `tpu_pod.py` build on it.
 """
 
-import dataclasses
 import importlib.util
 import os
 
 import ml_collections
 
 from albert_jax.data.pretraining.config import DataConfig
-from albert_jax.model.config import AlbertConfig
+from albert_jax.model.config import Execution
 from albert_jax.tasks.pretrain_config import PRETRAIN_EVALS, PretrainConfig
 from albert_jax.train.config import TrainerConfig, evals_section
 from albert_jax.train.optim import default_optim_config
@@ -32,28 +31,23 @@ def get_data_config() -> ml_collections.ConfigDict:
     return d
 
 
-# How the model runs, not what it is: declared in every config's model section (with
-# AlbertConfig's defaults) so that e.g. --config.model.scan_layers=False parses for all of them.
-EXECUTION_FIELDS = ("dtype", "scan_layers", "remat", "attention_impl", "matmul_grad")
-
-
 def model_section(preset: str, **fields) -> ml_collections.ConfigDict:
-    """`config.model`: a preset plus field overrides (`presets.from_run_config`)."""
-    defaults = {f.name: f.default for f in dataclasses.fields(AlbertConfig)}
+    """`config.model`: what the model is, a preset plus field overrides
+    (`presets.from_run_config`); how it runs is `config.execution`."""
     # layout: all | attention | ffn | none | groups:G ('' = the preset's own: all for ALBERT)
-    return ml_collections.ConfigDict(
-        {"preset": preset, "layout": "", **{k: defaults[k] for k in EXECUTION_FIELDS}, **fields}
-    )
+    return ml_collections.ConfigDict({"preset": preset, "layout": "", **fields})
 
 
 def pretrain_defaults() -> ml_collections.ConfigDict:
-    """The trainer's section (`albert_jax.train.config.TrainerConfig`), the optimizer's, and
-    pretraining's own leaves (`albert_jax.tasks.pretrain_config.PretrainConfig`), where the leaves
-    and defaults are documented."""
+    """The trainer's section (`albert_jax.train.config.TrainerConfig`), the optimizer's,
+    pretraining's own leaves (`albert_jax.tasks.pretrain_config.PretrainConfig`) and the
+    execution section (`albert_jax.model.config.Execution`: dtypes, scan, remat, attention and
+    matmul-gradient variants), where the leaves and defaults are documented."""
     c = TrainerConfig.section()
     c.optim = default_optim_config()
     c.update(PretrainConfig.section())
     # What is evaluated when (albert_jax/train/config.py: EvalConfig): the eval split every
     # `eval_every` steps; e.g. --config.evals.eval.every=500, --config.evals.eval.metrics=mlm_loss
     c.evals = evals_section(PRETRAIN_EVALS)
+    c.execution = Execution.section()
     return c

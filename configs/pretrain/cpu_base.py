@@ -34,7 +34,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.data.global_batch_size = 64
     # E=128, H=256, 4 heads, FFN 1024, 4 applications of one shared block, sequences of 64.
     config.model.update(hidden_size=256, num_heads=4, intermediate_size=1024, num_layers=4)
-    config.model.scan_layers = False  # unrolled: faster on CPU at this depth
+    config.execution.scan_layers = False  # unrolled: faster on CPU at this depth
     config.total_steps = 2000
     config.optim.warmup_steps = 200
     config.checkpoint_every = 500

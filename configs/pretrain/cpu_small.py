@@ -13,10 +13,10 @@ Data paths are relative to the workdir (``--workdir``, else the current director
   python benchmarks/data_pipeline.py --config configs/pretrain/cpu_small.py
 
 Override any field on the command line, e.g. ``--config.objective=mlm+nsp`` (or ``mlm``,
-``electra``: see ``electra_small.py``), ``--config.model.dtype=bfloat16`` (bf16 matmuls
+``electra``: see ``electra_small.py``), ``--config.execution.dtype=bfloat16`` (bf16 matmuls
 accumulating in float32; ``benchmarks/bf16_curve.py`` compares the two),
-``--config.model.scan_layers=False`` (unrolled layers: same numbers, faster on CPU, slower to
-compile at depth) or ``--config.model.remat=save_dots``.
+``--config.execution.scan_layers=False`` (unrolled layers: same numbers, faster on CPU, slower
+to compile at depth) or ``--config.execution.remat=save_dots``.
 """
 
 import ml_collections

@@ -36,6 +36,7 @@ def get_config(arg: str = "albert-base") -> ml_collections.ConfigDict:
     c.data.max_predictions = 20
     c.data.global_batch_size = 4096
     c.data.worker_count = 8
-    c.model = model_section(arg, dtype="bfloat16", remat="save_dots")
+    c.model = model_section(arg)
+    c.execution.update(dtype="bfloat16", remat="save_dots")
     c.model.vocab_size = c.data.get_ref("vocab_size")
     return c

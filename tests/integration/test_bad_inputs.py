@@ -356,7 +356,7 @@ def test_pretraining_refuses_optimizer_nonsense_before_the_corpus(tmp_path):
 def test_pretraining_refuses_sequences_longer_than_the_position_table_before_the_corpus(tmp_path):
     work = tmp_path / "run"
     args = ["pretrain", "--config", CPU_SMALL, "--workdir", str(work),
-            "--config.data.max_seq_length=256", "--config.model.dtype=bfloat16",
+            "--config.data.max_seq_length=256", "--config.execution.dtype=bfloat16",
             "--config.total_steps=20"]  # fmt: skip
     proc = subprocess.run([sys.executable, "-m", *args], cwd=tmp_path, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
@@ -368,7 +368,7 @@ def test_pretraining_refuses_sequences_longer_than_the_position_table_before_the
     # what it says before: the warmup (100) clamped to the 20 steps; bf16 on a CPU without it
     assert "note: optim.warmup_steps 100 > total_steps 20: warming up over all 20" in proc.stdout
     if not trainer._cpu_has_bf16():
-        assert "warning: model.dtype=bfloat16 on a CPU without native bf16" in proc.stdout
+        assert "warning: execution.dtype=bfloat16 on a CPU without native bf16" in proc.stdout
 
 
 def test_a_short_run_warms_up_over_all_its_steps_unless_the_warmup_is_given(capsys):
@@ -395,17 +395,18 @@ def test_bfloat16_on_a_cpu_without_it_warns(monkeypatch):
 
 def test_float16_is_refused_for_training_with_one_line(tmp_path, tsv):
     """No loss scaling: float16 (compute or parameters) is refused before anything is read;
-    bfloat16 and float32 (and the checkpoint's own, None) pass."""
+    bfloat16 and float32 (and None: not given) pass."""
     for ok in (None, "float32", "bfloat16"):
         trainer.check_dtype(ok, ok)
-    with pytest.raises(trainer.TrainConfigError, match=r"^model.param_dtype=float16 cannot train"):
+    refused = r"^execution.param_dtype=float16 cannot train"
+    with pytest.raises(trainer.TrainConfigError, match=refused):
         trainer.check_dtype("float32", "float16")
     line = finetune("tsv.py", tmp_path, f"--config.task.train={tsv}", *RANDOM,
-                    "--config.model.dtype=float16")  # fmt: skip
+                    "--config.execution.dtype=float16")  # fmt: skip
     assert line == (
-        "error: model.dtype=float16 cannot train: there is no loss scaling, so small gradients "
-        "underflow to zero; use bfloat16 (float32's range) or float32 "
-        "(--config.model.dtype=bfloat16)"
+        "error: execution.dtype=float16 cannot train: there is no loss scaling, so small "
+        "gradients underflow to zero; use bfloat16 (float32's range) or float32 "
+        "(--config.execution.dtype=bfloat16)"
     )
 
 

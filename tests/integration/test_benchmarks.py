@@ -120,7 +120,7 @@ def test_bf16_curve_runs_the_readme_command_twice_and_compares(tmp_path):
     assert result["within_tolerance"] and result["max_rel_gap"] <= 1e-3
     for dtype in ("float32", "bfloat16"):
         with open(tmp_path / dtype / "config.json") as f:
-            assert json.load(f)["model"]["dtype"] == dtype
+            assert json.load(f)["execution"]["dtype"] == dtype
 
 
 @pytest.mark.slow

@@ -72,7 +72,7 @@ def test_compile_command_counts_reductions_once_per_step():
 @needs_libtpu
 def test_compile_command_refuses_what_does_not_fit():
     proc = compile_cli(
-        "--topology", "v5e:2x2", "--config.mesh_shape=4,1,1", "--config.model.remat=none",
+        "--topology", "v5e:2x2", "--config.mesh_shape=4,1,1", "--config.execution.remat=none",
         "--config.data.global_batch_size=16384", "--config.data.max_seq_length=512",
         "--config.model.max_position_embeddings=512", "--largest_batch=false",
     )  # fmt: skip

@@ -80,6 +80,6 @@ def check_against_numpy(cfg, layout, out, reference):
         sop=rel_err(out.sop_logits, sop),
         states=max(rel_err(o, r) for o, r in zip(out.hidden_states, states, strict=True)),
     )
-    print(layout, cfg.attention_impl, {k: f"{v:.2e}" for k, v in errors.items()})
+    print(layout, {k: f"{v:.2e}" for k, v in errors.items()})
     for name, err in errors.items():
         assert err <= TOLERANCES[name], (name, err)
