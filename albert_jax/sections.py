@@ -8,9 +8,11 @@ exists and parses on the command line); the library reads a section back with `f
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any
 
 import ml_collections
+from ml_collections import config_dict
 
 
 class Section:
@@ -18,8 +20,15 @@ class Section:
 
     @classmethod
     def section(cls) -> ml_collections.ConfigDict:
-        """The defaults as config leaves (what a job's config starts from)."""
-        return ml_collections.ConfigDict(dataclasses.asdict(cls()))
+        """The defaults as config leaves (what a job's config starts from). A leaf whose default
+        is None (`x: float | None = None`) is a typed placeholder, so `--config.x=0.1` parses."""
+        leaves = dataclasses.asdict(cls())
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if f.default is None:
+                kind = next(t for t in typing.get_args(hints[f.name]) if t is not type(None))
+                leaves[f.name] = config_dict.placeholder(kind)
+        return ml_collections.ConfigDict(leaves)
 
     @classmethod
     def from_config(cls, config: Any):

@@ -267,3 +267,19 @@ def test_a_run_config_from_before_the_layout_key_still_loads():
     assert from_run_config(old).layout == "all" and from_run_config(old).num_layers == 2
     new.model.layout = "none"
     assert from_run_config(new).layout == "none"
+
+
+def test_a_section_leaf_defaulting_to_none_is_a_typed_placeholder():
+    """Fine-tuning's model overrides: None keeps the checkpoint's value, a float given on the
+    command line parses as one, a value of another type is refused; the head's dropout is not
+    an encoder field."""
+    from albert_jax.tasks.finetune_config import ModelOverrides
+
+    c = ModelOverrides.section()
+    assert c.hidden_dropout is None and c.classifier_dropout == 0.1
+    c.hidden_dropout = 0.25
+    assert ModelOverrides.from_config(c).hidden_dropout == 0.25
+    with pytest.raises(TypeError):
+        c.attention_dropout = "high"
+    assert ModelOverrides.encoder(c) == {"hidden_dropout": 0.25}
+    assert ModelOverrides.from_config({}).classifier_dropout == 0.1  # the one default

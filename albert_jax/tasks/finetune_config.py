@@ -52,6 +52,24 @@ class LrSearch(Section):
 
 
 @dataclasses.dataclass(frozen=True)
+class ModelOverrides(Section):
+    """`config.model` of a fine-tuning run: what it changes of the starting checkpoint's model
+    (None keeps the checkpoint's value) and the head's dropout. Encoder and classifier dropout
+    are separate settings: v2 models fine-tune with encoder dropout 0, classifier dropout 0.1.
+    Any other `AlbertConfig` field a config adds to the section is applied as given."""
+
+    hidden_dropout: float | None = None
+    attention_dropout: float | None = None
+    classifier_dropout: float = 0.1
+
+    @staticmethod
+    def encoder(model) -> dict[str, Any]:
+        """The `AlbertConfig` fields a `config.model` section sets (its None leaves keep the
+        checkpoint's values)."""
+        return {k: v for k, v in model.items() if v is not None and k != "classifier_dropout"}
+
+
+@dataclasses.dataclass(frozen=True)
 class FinetuneConfig(Section):
     # Ours, a transformers dir, a TF1 checkpoint or a pretraining workdir; 'none': random weights
     # (the control: needs `tokenizer` and `model_from`, see configs/finetune/common.py)

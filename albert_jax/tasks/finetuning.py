@@ -47,6 +47,7 @@ from albert_jax.tasks.finetune_config import (
     TASK_SETTINGS,
     FinetuneConfig,
     FinetuneError,
+    ModelOverrides,
     TaggingSettings,
     TaskSettings,
 )
@@ -143,9 +144,8 @@ class FinetuneData:
         self.fresh_params = regex_list(f.fresh_params)
         # model overrides (a config built in Python may have no model section: none)
         model = config.model if "model" in config else {}
-        overrides = {k: v for k, v in model.items() if v is not None}
-        self.classifier_dropout = float(overrides.pop("classifier_dropout", 0.1))
-        self.model_config = self.source.config.replace(**overrides)
+        self.classifier_dropout = float(ModelOverrides.from_config(model).classifier_dropout)
+        self.model_config = self.source.config.replace(**ModelOverrides.encoder(model))
         # how it runs (a config built in Python may have no execution section: the defaults)
         self.execution = Execution.from_config(config.execution if "execution" in config else {})
         self.tokenizer = self._tokenizer(f)

@@ -22,7 +22,12 @@ import ml_collections
 from ml_collections import config_dict
 
 from albert_jax.model.config import Execution
-from albert_jax.tasks.finetune_config import FINETUNE_EVALS, FinetuneConfig, task_section
+from albert_jax.tasks.finetune_config import (
+    FINETUNE_EVALS,
+    FinetuneConfig,
+    ModelOverrides,
+    task_section,
+)
 from albert_jax.train.config import TrainerConfig, evals_section
 from albert_jax.train.optim import default_optim_config
 
@@ -72,15 +77,9 @@ def get_common(task_type: str) -> ml_collections.ConfigDict:
     # (`eval_every`), dev and test at the end with the best parameters. E.g.
     # --config.evals.dev.every=100, --config.evals.test.every=500 (test during training too).
     c.evals = evals_section(FINETUNE_EVALS)
-    # Model overrides (None keeps the checkpoint's value). Encoder and classifier dropout are
-    # separate settings: v2 models fine-tune with encoder dropout 0, classifier dropout 0.1.
-    c.model = ml_collections.ConfigDict(
-        {
-            "hidden_dropout": config_dict.placeholder(float),
-            "attention_dropout": config_dict.placeholder(float),
-            "classifier_dropout": 0.1,
-        }
-    )
+    # Model overrides (None keeps the checkpoint's value) and the head's dropout, documented in
+    # albert_jax/tasks/finetune_config.py (ModelOverrides).
+    c.model = ModelOverrides.section()
     # How the model runs (`albert_jax.model.config.Execution`, where the leaves are documented).
     c.execution = Execution.section()
     # Unrolled layers: at fine-tuning depths (12-24) compiling them is cheap, and XLA then fuses
