@@ -14,6 +14,7 @@ from support.finetune import make_config
 from albert_jax.jobs import run as runs
 from albert_jax.tasks import finetuning as F
 from albert_jax.train.config import EvalConfig, TrainConfigError, read_evals
+from albert_jax.train.trainer import kept
 from configs.finetune.common import get_common
 from configs.pretrain.common import pretrain_defaults
 
@@ -74,10 +75,10 @@ def test_an_unknown_split_or_schedule_is_named_by_its_key(pretrained, files, tmp
 def test_metrics_kept_and_an_unknown_one_named():
     e = EvalConfig(metrics="accuracy, collapsed")
     values = {"accuracy": 0.5, "mcc": 0.0, "collapsed": 0.0}
-    assert e.kept("dev", values) == {"accuracy": 0.5, "collapsed": 0.0}
-    assert EvalConfig().kept("dev", values) == values and e.kept("test", {}) == {}
+    assert kept("dev", e, values) == {"accuracy": 0.5, "collapsed": 0.0}
+    assert kept("dev", EvalConfig(), values) == values and kept("test", e, {}) == {}
     with pytest.raises(TrainConfigError, match=r"evals\.dev\.metrics: \['f1'\] not among"):
-        EvalConfig(metrics="f1").kept("dev", values)
+        kept("dev", EvalConfig(metrics="f1"), values)
 
 
 def test_evals_every_sets_the_steps_and_predictions_come_at_the_end_only(

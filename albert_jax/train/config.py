@@ -83,10 +83,10 @@ class TrainerConfig(Section):
 class EvalConfig(Section):
     """One evaluator of `config.evals` (after big_vision's `config.evals`: named evaluators):
     which split is evaluated, how often during training, whether again at the end with the best
-    parameters, and which of its metrics are kept. `config.evals` holds them by name
-    (`evals_section`); the first name (in sorted order) that evaluates during training is the
-    run's own evaluation: its rows are `eval` in metrics.jsonl and it picks the best model; the
-    others' rows are `eval_NAME`. `results.json` holds each final one under its name.
+    parameters, and which of its metrics are kept (the trainer's `kept`). `config.evals` holds
+    them by name (`evals_section`); the first name (in sorted order) that evaluates during
+    training is the run's own evaluation: its rows are `eval` in metrics.jsonl and it picks the
+    best model; the others' rows are `eval_NAME`. `results.json` holds each final one by name.
 
       --config.evals.dev.every=100      # dev every 100 steps instead of the plan's eval_every
       --config.evals.test.every=500     # test during training too
@@ -98,17 +98,10 @@ class EvalConfig(Section):
     final: bool = False  # evaluated at the end with the best parameters (a job keeping one)
     metrics: str = ""  # comma-separated metric names kept; '' = all
 
-    def kept(self, name: str, values: dict[str, float]) -> dict[str, float]:
-        """`values` restricted to `metrics` (all when empty); a name not among them is an error
-        naming the key."""
-        names = [m for m in str(self.metrics).replace(" ", "").split(",") if m]
-        if not names or not values:  # {}: a split without a file (fine-tuning's test)
-            return values
-        if missing := [m for m in names if m not in values]:
-            raise TrainConfigError(
-                f"evals.{name}.metrics: {missing} not among the metrics {sorted(values)}"
-            )
-        return {k: v for k, v in values.items() if k in names}
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The metric names kept (`metrics` split on commas); () keeps all."""
+        return tuple(m for m in str(self.metrics).replace(" ", "").split(",") if m)
 
 
 def evals_section(evals: Mapping[str, EvalConfig]) -> ml_collections.ConfigDict:

@@ -46,6 +46,7 @@ from albert_jax.model.albert import target_platform
 from albert_jax.train import lock, loop, partitioning
 from albert_jax.train.config import (
     Distributed,
+    EvalConfig,
     Plan,
     TrainConfigError,
     TrainerConfig,
@@ -466,7 +467,7 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
         def evaluate_due(step, state):
             for name, (e, every) in during.items():
                 if step % every == 0 or step == total:
-                    values = e.kept(name, evaluate(state.params, step, e.split or None))
+                    values = kept(name, e, evaluate(state.params, step, e.split or None))
                     if name == primary:
                         evaluate_and_keep_best(step, state, values)
                     else:
@@ -619,6 +620,18 @@ class _Best:
             paths.write_text(self.path, json.dumps(c, indent=2))
 
 
+def kept(name: str, e: EvalConfig, values: dict[str, float]) -> dict[str, float]:
+    """The metrics evaluator `name` keeps of `values` (`e.names`; all when empty); a name not
+    among them is an error naming the key."""
+    if not e.names or not values:  # {}: a split without a file (fine-tuning's test)
+        return values
+    if missing := [m for m in e.names if m not in values]:
+        raise TrainConfigError(
+            f"evals.{name}.metrics: {missing} not among the metrics {sorted(values)}"
+        )
+    return {k: v for k, v in values.items() if k in e.names}
+
+
 def _final_evaluation(callbacks, finals, evaluate, best, shardings, workdir, is_main) -> None:
     """Evaluate the `finals` ({name: EvalConfig}) with the best parameters (their predictions
     written by `callbacks.write_predictions`); results.json gets the best step's metrics and
@@ -629,7 +642,7 @@ def _final_evaluation(callbacks, finals, evaluate, best, shardings, workdir, is_
     results = {**callbacks.results_info}
     results.update(best_step=best.step, metric=best.name, best_eval=best.record["eval"])
     for name, e in finals.items():
-        values = e.kept(name, evaluate(params, best.step, e.split or None, final=True))
+        values = kept(name, e, evaluate(params, best.step, e.split or None, final=True))
         results[name] = values
         if is_main:
             print(f"best step {best.step}, {name}: " + _format(values), flush=True)
