@@ -47,7 +47,7 @@ from albert_jax.tasks.pretraining import (
 from albert_jax.train import lock
 from albert_jax.train.config import Plan
 from albert_jax.train.metrics import log_to_file
-from albert_jax.train.optim import check_optim_config
+from albert_jax.train.optim import OptimConfig
 from albert_jax.train.trainer import check_dtype, dtype_warning, maybe_initialize_distributed, train
 from albert_jax.train.workdir import load_source
 
@@ -88,7 +88,7 @@ def main(argv):
         given = "optim.warmup_steps" in config_flags.get_override_values(flags.FLAGS["config"])
         plan = plan.with_optim(**clamp_warmup(config, given))
     optim = plan.optim_config(config)
-    check_optim_config(optim, None if budget else int(optim.total_steps))
+    OptimConfig.from_config(optim).check(None if budget else int(optim.total_steps))
     maybe_initialize_distributed(config)
     model = presets.from_run_config(config)
     execution = Execution.from_config(config.execution)

@@ -33,7 +33,7 @@ from albert_jax.model import presets  # noqa: E402
 from albert_jax.tasks.pretraining import make_task, objective_leaves  # noqa: E402
 from albert_jax.train import aot, topology  # noqa: E402
 from albert_jax.train.config import Plan  # noqa: E402
-from albert_jax.train.optim import check_optim_config  # noqa: E402
+from albert_jax.train.optim import OptimConfig  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Pretraining config file.")
 _TOPOLOGY = flags.DEFINE_string("topology", None, "e.g. v5e-256, v4-128, v5p-128, v5e:4x4")
@@ -52,7 +52,7 @@ def main(argv):
     config = (
         Plan.of(_CONFIG.value).with_leaves(**objective_leaves(_CONFIG.value)).record(_CONFIG.value)
     )
-    check_optim_config(config.optim, int(config.optim.total_steps))
+    OptimConfig.from_config(config.optim).check(int(config.optim.total_steps))
     check_positions(config.data, presets.from_run_config(config))
     topo = topology.parse(_TOPOLOGY.value, _SLICES.value)
     with config.unlocked():

@@ -15,10 +15,11 @@ from albert_jax.checkpoints import tf as tf_convert
 from albert_jax.model.sharing import stacked_paths
 from albert_jax.train.optim import (
     Label,
+    OptimConfig,
+    OptimConfigError,
     adamw,
     clip_by_global_norm,
     config_labels,
-    default_optim_config,
     lamb,
     lr_factors,
     make_optimizer,
@@ -130,7 +131,7 @@ def first_update(tx):
 
 
 def optim_config(name, **kw):
-    cfg = default_optim_config()
+    cfg = OptimConfig.section()
     cfg.update(name=name, learning_rate=0.05, warmup_steps=2, total_steps=8, **kw)
     return cfg
 
@@ -266,7 +267,7 @@ def test_labels():
     adamw_labels = param_labels({"k": {"kernel": 0}}, trust_ratio=False)
     assert adamw_labels == {"k/kernel": Label(decay=True, adapt=False, stacked=False)}
     params = {"encoder": {"attention": {"query": {"kernel": 0}}, "ffn": {"output": {"kernel": 0}}}}
-    assert config_labels(params, default_optim_config(), MODEL) == {
+    assert config_labels(params, OptimConfig.section(), MODEL) == {
         "encoder/attention/query/kernel": Label(decay=True, adapt=True, stacked=True),
         "encoder/ffn/output/kernel": Label(decay=True, adapt=True, stacked=True),
     }
@@ -376,8 +377,30 @@ def test_make_optimizer_rejects_unknown_name():
         make_optimizer(optim_config("sgd"), MODEL)
 
 
+def test_optim_section_parses_reads_back_and_checks():
+    """The optimizer's leaves parse on the command line with their types, a config lacking some
+    reads back with the section's defaults, and a bad value is refused naming its field."""
+    c = OptimConfig.section()
+    c.update(learning_rate=1, warmup_steps=7, name="ADAMW")  # an int where a float is: a float
+    o = OptimConfig.from_config(c)
+    assert isinstance(o.learning_rate, float) and o.learning_rate == 1.0
+    assert (o.warmup_steps, o.optimizer(), o.clip_norm) == (7, "adamw", 1.0)
+    with pytest.raises(TypeError):
+        c.warmup_steps = "many"
+    o = OptimConfig.from_config({"b2": 0.98, "frozen": "^embeddings/"})
+    assert o == OptimConfig(b2=0.98, frozen="^embeddings/")
+    assert (o.name, o.learning_rate, o.total_steps, o.exclude) == (
+        "lamb", 0.00176, 125000, r"LayerNorm|layer_norm|bias",
+    )  # fmt: skip
+    o.check(125000)
+    with pytest.raises(OptimConfigError, match=r"^optim\.b1 must be a finite number >= 0 and < 1"):
+        OptimConfig.from_config({"b1": 1.0}).check()
+    with pytest.raises(OptimConfigError, match=r"^optim\.eps must be a finite number > 0"):
+        OptimConfig(eps=0.0).check()
+
+
 def test_make_optimizer_defaults_and_clipping():
-    cfg = default_optim_config()
+    cfg = OptimConfig.section()
     assert (cfg.name, cfg.learning_rate, cfg.warmup_steps, cfg.total_steps) == (
         "lamb",
         0.00176,
@@ -545,7 +568,7 @@ def test_grouped_model_updates_each_group_as_its_own_variable(groups):
         intermediate_size=12, max_position_embeddings=8,
     )  # fmt: skip
     grouped = one.replace(attention_groups=A, ffn_groups=F)
-    ocfg = default_optim_config()
+    ocfg = OptimConfig.section()
     ocfg.update(name="lamb", learning_rate=0.1, warmup_steps=0, total_steps=10, clip_norm=0.0)
     rng = np.random.default_rng(0)
     normal = lambda x: rng.normal(size=x.shape).astype(np.float32)

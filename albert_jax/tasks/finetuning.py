@@ -54,7 +54,7 @@ from albert_jax.tasks.finetune_config import (
 from albert_jax.tasks.init_source import RANDOM_INIT, blank_source, load_init
 from albert_jax.train.config import TrainerConfig
 from albert_jax.train.faults import crash_point
-from albert_jax.train.optim import check_optim_config, regex_list
+from albert_jax.train.optim import OptimConfig, regex_list
 from albert_jax.train.task import Callbacks, Evaluator, Job, Start, Task
 from albert_jax.train.trainer import to_host
 from albert_jax.train.workdir import read_tokenizer
@@ -483,7 +483,7 @@ MIN_SEQ_LENGTH = 3
 
 def check_config(config) -> None:
     """What can be checked before anything is read, built or written: seeds, batch sizes, the
-    schedule's settings and the optimizer (`optim.check_optim_config`; the learning rate may
+    schedule's settings and the optimizer (`OptimConfig.check`; the learning rate may
     still be auto, the total steps come from the epochs later)."""
     parse_seeds(config)
     f, t = FinetuneConfig.from_config(config), TrainerConfig.from_config(config)
@@ -519,4 +519,4 @@ def check_config(config) -> None:
         except re.error as e:
             raise FinetuneError(f"fresh_params: {pattern!r} is not a regex ({e})") from None
     f.check_epochs(t.total_steps)
-    check_optim_config(config.optim, auto=True)
+    OptimConfig.from_config(config.optim).check(auto=True)

@@ -69,7 +69,7 @@ def objective_leaves(config) -> dict[str, str]:
 def clamp_warmup(config, given: bool) -> dict[str, int]:
     """The optimizer leaves for the run's `Plan`: a run shorter than its config's warmup
     (`--config.total_steps=20` against 100 warmup steps) warms up over the whole run, with a
-    note. A warmup given on the command line (`given`) is left to `check_optim_config`, which
+    note. A warmup given on the command line (`given`) is left to `OptimConfig.check`, which
     refuses it."""
     warmup, total = int(config.optim.warmup_steps), int(config.optim.total_steps)
     if given or not 0 < total < warmup:

@@ -4,7 +4,7 @@ Every job's config (an ml_collections file: `configs/pretrain/common.py`,
 `configs/finetune/common.py`) starts from `TrainerConfig.section()`, so each leaf below exists
 and parses on the command line (`--config.log_every=10`); the trainer reads it back as a
 `TrainerConfig` (`from_config`), never with a default of its own. The optimizer has its section
-(`albert_jax.train.optim.default_optim_config`), the model its (`AlbertConfig`).
+(`albert_jax.train.optim.OptimConfig`), the model its (`AlbertConfig`).
 """
 
 from __future__ import annotations

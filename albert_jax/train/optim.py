@@ -17,11 +17,12 @@ leading axis, so for those ("stacked") leaves the trust-ratio norms are taken ov
 functions of the leaf path, `'/'.join(keys)`, e.g. `encoder/attention/query/kernel`.
 
 Length (~550 lines): a quarter of it is the validation of optimizer settings and its messages
-(`check_optim_config`), kept beside the transforms whose arguments it checks.
+(`OptimConfig.check`), kept beside the transforms whose arguments it checks.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import re
@@ -30,41 +31,18 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 
 from albert_jax.errors import InputError
 from albert_jax.model.sharing import stacked_paths
+from albert_jax.sections import Section
 
 DEFAULT_EXCLUDE = r"LayerNorm|layer_norm|bias"
 OPTIMIZERS = ("lamb", "adamw")
 
 PathPredicate = Callable[[str], bool]
 Stacked = PathPredicate | Sequence[str] | str | None
-
-_DEFAULTS = dict(
-    name="lamb",
-    learning_rate=0.00176,
-    warmup_steps=3125,
-    total_steps=125000,
-    end_lr=0.0,
-    power=1.0,
-    offset_decay=False,
-    weight_decay=0.01,
-    b1=0.9,
-    b2=0.999,
-    eps=1e-6,
-    bias_correction=False,
-    clip_norm=1.0,
-    exclude=DEFAULT_EXCLUDE,
-    # Fine-tuning: learning-rate multipliers by path regex (first match wins), layer-wise decay
-    # (per-layer weights only), frozen parameters (path regexes: no update at all).
-    lr_multipliers="",  # 'regex=m,regex=m'
-    layerwise_decay=1.0,
-    frozen="",  # 'regex,regex'
-)
-
 
 # ---------------------------------------------------------------- paths
 
@@ -123,12 +101,13 @@ def config_labels(
 ) -> dict[str, Label]:
     """`param_labels` for the optimizer that `make_optimizer(optim_config, model_config, ...,
     stacked)` builds."""
+    o = OptimConfig.from_config(optim_config)
     return param_labels(
         params,
-        exclude=_field(optim_config, "exclude"),
+        exclude=o.exclude,
         stacked=stacked_patterns(model_config) if stacked is None else stacked.__contains__,
-        trust_ratio=_optimizer_name(optim_config) == "lamb",
-        weight_decay=_field(optim_config, "weight_decay"),
+        trust_ratio=o.optimizer() == "lamb",
+        weight_decay=o.weight_decay,
     )
 
 
@@ -304,9 +283,114 @@ def warmup_polynomial_decay(
 # ---------------------------------------------------------------- config
 
 
-def default_optim_config() -> ml_collections.ConfigDict:
-    """The paper's pretraining optimizer: LAMB, lr 0.00176, 3125 warmup of 125k steps, clip 1."""
-    return ml_collections.ConfigDict(dict(_DEFAULTS))
+class OptimConfigError(InputError):
+    """An `optim.*` setting that cannot train (the message names the field)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimConfig(Section):
+    """The optimizer's section (`config.optim`); its defaults are the paper's pretraining
+    optimizer: LAMB, lr 0.00176, 3125 warmup of 125k steps, clip 1. The library reads it back
+    with `from_config` (a leaf a config lacks takes the default here) and `check`s it."""
+
+    name: str = "lamb"  # one of OPTIMIZERS
+    learning_rate: float | None = 0.00176  # None: fine-tuning's auto (resolved before the run)
+    warmup_steps: int = 3125
+    total_steps: int = 125000
+    end_lr: float = 0.0
+    power: float = 1.0
+    offset_decay: bool = False
+    weight_decay: float = 0.01
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-6
+    bias_correction: bool = False
+    clip_norm: float | None = 1.0  # 0 or None: no clipping
+    exclude: str = DEFAULT_EXCLUDE
+    # Fine-tuning: learning-rate multipliers by path regex (first match wins), layer-wise decay
+    # (per-layer weights only), frozen parameters (path regexes: no update at all).
+    lr_multipliers: str | None = ""  # 'regex=m,regex=m' (or (regex, m) pairs); None: auto
+    layerwise_decay: float = 1.0
+    frozen: str = ""  # 'regex,regex'
+
+    def optimizer(self) -> str:
+        """`name`, lower-cased, checked against OPTIMIZERS (a ValueError otherwise)."""
+        name = str(self.name).lower()
+        if name not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {name!r}: expected one of {list(OPTIMIZERS)}")
+        return name
+
+    def check(self, total_steps: int | None = None, auto: bool = False) -> None:
+        """Refuses `optim.*` values that would train on nonsense (a negative learning rate trains
+        happily towards a worse loss) or fail only after the data is built. Needs no model: the
+        entry points call it first. `total_steps`: the schedule's length when known (None: derived
+        later, e.g. from epochs, and checked by `warmup_polynomial_decay` then). `auto`: None may
+        stand for fine-tuning's learning rate and multipliers chosen by model size."""
+
+        def number(name: str, low: float, *, strict: bool = False, high: float | None = None):
+            value = getattr(self, name)
+            if value is None and auto and name == "learning_rate":
+                return  # fine-tuning's auto: chosen by model size, after the checkpoint is read
+            ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+            ok = ok and math.isfinite(value) and (value > low if strict else value >= low)
+            if not ok or (high is not None and value >= high):
+                bound = f"> {low:g}" if strict else f">= {low:g}"
+                bound += f" and < {high:g}" if high is not None else ""
+                raise OptimConfigError(
+                    f"optim.{name} must be a finite number {bound}, got {value!r}"
+                )
+
+        try:
+            self.optimizer()
+        except ValueError as e:
+            raise OptimConfigError(f"optim.name: {e}") from None
+        number("learning_rate", 0)  # 0 is a frozen control run, not nonsense
+        number("end_lr", 0)
+        number("power", 0)
+        number("weight_decay", 0)
+        number("b1", 0, high=1)
+        number("b2", 0, high=1)
+        number("eps", 0, strict=True)  # 0: a parameter without gradient divides 0 by 0
+        number("layerwise_decay", 0, strict=True)
+        if self.clip_norm is not None:
+            number("clip_norm", 0)  # 0 or None: no clipping
+        multipliers = self.lr_multipliers
+        if multipliers is None and not auto:
+            raise OptimConfigError(
+                "optim.lr_multipliers is None (auto) but nothing chooses it here"
+            )
+        try:
+            pairs = [] if multipliers is None else _pairs(multipliers)
+        except ValueError as e:
+            raise OptimConfigError(f"optim.lr_multipliers={multipliers!r}: {e}") from None
+        if not all(math.isfinite(m) and m >= 0 for _, m in pairs):
+            raise OptimConfigError(
+                f"optim.lr_multipliers={multipliers!r}: multipliers must be >= 0"
+            )
+        regexes = {
+            "exclude": [self.exclude or ""],
+            "frozen": regex_list(self.frozen),
+            "lr_multipliers": [p for p, _ in pairs],
+        }
+        for field, patterns in regexes.items():
+            for pattern in patterns:
+                try:
+                    re.compile(pattern)
+                except re.error as e:  # no ValueError: it would end the trainer in a traceback
+                    raise OptimConfigError(
+                        f"optim.{field}: {pattern!r} is not a regex ({e})"
+                    ) from None
+        warmup = self.warmup_steps
+        if not isinstance(warmup, numbers.Integral) or isinstance(warmup, bool) or warmup < 0:
+            raise OptimConfigError(f"optim.warmup_steps must be an integer >= 0, got {warmup!r}")
+        if total_steps is not None:
+            if total_steps <= 0 or warmup > total_steps:
+                raise OptimConfigError(
+                    f"optim.warmup_steps ({warmup}) must be at most the schedule's total_steps "
+                    f"({total_steps}), and that must be > 0"
+                )
+            if self.offset_decay and warmup == total_steps:
+                raise OptimConfigError("optim.offset_decay needs warmup_steps < total_steps")
 
 
 def stacked_patterns(model_config) -> PathPredicate:
@@ -347,11 +431,10 @@ def lr_factors(params: Any, optim_config, model_config, stacked: frozenset[str])
     `lr_multipliers`) x layerwise_decay ** (L + 1 - depth), 0 for `frozen` leaves. A factor of a
     stacked leaf is a vector over its layer axis. Leaves with factor 1 are omitted. `stacked`:
     `sharing.stacked_paths(model_config)` (`layer_depths`)."""
-    multipliers = [
-        (re.compile(p), float(m)) for p, m in _pairs(_field(optim_config, "lr_multipliers"))
-    ]
-    frozen = path_matcher(regex_list(_field(optim_config, "frozen")) or None)
-    decay = float(_field(optim_config, "layerwise_decay"))
+    o = OptimConfig.from_config(optim_config)
+    multipliers = [(re.compile(p), float(m)) for p, m in _pairs(o.lr_multipliers)]
+    frozen = path_matcher(regex_list(o.frozen) or None)
+    decay = float(o.layerwise_decay)
     depth = layer_depths(model_config, stacked) if decay != 1.0 else None
     L = model_config.num_layers
     factors = {}
@@ -405,86 +488,17 @@ def scale_by_path(factors: dict[str, Any]) -> optax.GradientTransformation:
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update_fn)
 
 
-class OptimConfigError(InputError):
-    """An `optim.*` setting that cannot train (the message names the field)."""
-
-
-def check_optim_config(optim_config, total_steps: int | None = None, auto: bool = False) -> None:
-    """Refuses `optim.*` values that would train on nonsense (a negative learning rate trains
-    happily towards a worse loss) or fail only after the data is built. Needs no model: the
-    entry points call it first. `total_steps`: the schedule's length when known (None: derived
-    later, e.g. from epochs, and checked by `warmup_polynomial_decay` then). `auto`: None may
-    stand for fine-tuning's learning rate and multipliers chosen by model size."""
-    get = lambda name: _field(optim_config, name)
-
-    def number(name: str, low: float, *, strict: bool = False, high: float | None = None):
-        value = get(name)
-        if value is None and auto and name == "learning_rate":
-            return  # fine-tuning's auto: chosen by model size, after the checkpoint is read
-        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
-        ok = ok and math.isfinite(value) and (value > low if strict else value >= low)
-        if not ok or (high is not None and value >= high):
-            bound = f"> {low:g}" if strict else f">= {low:g}"
-            bound += f" and < {high:g}" if high is not None else ""
-            raise OptimConfigError(f"optim.{name} must be a finite number {bound}, got {value!r}")
-
-    try:
-        _optimizer_name(optim_config)
-    except ValueError as e:
-        raise OptimConfigError(f"optim.name: {e}") from None
-    number("learning_rate", 0)  # 0 is a frozen control run, not nonsense
-    number("end_lr", 0)
-    number("power", 0)
-    number("weight_decay", 0)
-    number("b1", 0, high=1)
-    number("b2", 0, high=1)
-    number("eps", 0, strict=True)  # 0: a parameter without gradient divides 0 by 0
-    number("layerwise_decay", 0, strict=True)
-    if get("clip_norm") is not None:
-        number("clip_norm", 0)  # 0 or None: no clipping
-    multipliers = get("lr_multipliers")
-    if multipliers is None and not auto:
-        raise OptimConfigError("optim.lr_multipliers is None (auto) but nothing chooses it here")
-    try:
-        pairs = [] if multipliers is None else _pairs(multipliers)
-    except ValueError as e:
-        raise OptimConfigError(f"optim.lr_multipliers={multipliers!r}: {e}") from None
-    if not all(math.isfinite(m) and m >= 0 for _, m in pairs):
-        raise OptimConfigError(f"optim.lr_multipliers={multipliers!r}: multipliers must be >= 0")
-    regexes = {
-        "exclude": [get("exclude") or ""],
-        "frozen": regex_list(get("frozen")),
-        "lr_multipliers": [p for p, _ in pairs],
-    }
-    for field, patterns in regexes.items():
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as e:  # no ValueError: it would end the trainer in a traceback
-                raise OptimConfigError(f"optim.{field}: {pattern!r} is not a regex ({e})") from None
-    warmup = get("warmup_steps")
-    if not isinstance(warmup, numbers.Integral) or isinstance(warmup, bool) or warmup < 0:
-        raise OptimConfigError(f"optim.warmup_steps must be an integer >= 0, got {warmup!r}")
-    if total_steps is not None:
-        if total_steps <= 0 or warmup > total_steps:
-            raise OptimConfigError(
-                f"optim.warmup_steps ({warmup}) must be at most the schedule's total_steps "
-                f"({total_steps}), and that must be > 0"
-            )
-        if get("offset_decay") and warmup == total_steps:
-            raise OptimConfigError("optim.offset_decay needs warmup_steps < total_steps")
-
-
 def check_patterns(params: Any, optim_config) -> None:
     """Every regex of `optim.lr_multipliers` and `optim.frozen` matches a parameter of `params`
     (a tree): one that matches none (a typo: '^classifer/') would silently do nothing. Auto
     multipliers (None) are not the user's and are not checked."""
     names = []
     _map_with_path(lambda path, _: names.append(path), params)
-    multipliers = _field(optim_config, "lr_multipliers")
+    o = OptimConfig.from_config(optim_config)
+    multipliers = o.lr_multipliers
     fields = {
         "lr_multipliers": [p for p, _ in _pairs(multipliers)] if multipliers is not None else [],
-        "frozen": regex_list(_field(optim_config, "frozen")),
+        "frozen": regex_list(o.frozen),
     }
     for field, patterns in fields.items():
         for pattern in patterns:
@@ -496,17 +510,6 @@ def check_patterns(params: Any, optim_config) -> None:
                 )
 
 
-def _field(optim_config, name: str) -> Any:
-    return getattr(optim_config, name, _DEFAULTS[name])
-
-
-def _optimizer_name(optim_config) -> str:
-    name = str(_field(optim_config, "name")).lower()
-    if name not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {name!r}: expected one of {list(OPTIMIZERS)}")
-    return name
-
-
 def make_optimizer(
     optim_config, model_config, params: Any = None, stacked: frozenset[str] | None = None
 ) -> tuple[optax.GradientTransformation, optax.Schedule]:
@@ -515,40 +518,40 @@ def make_optimizer(
     needed only for `lr_multipliers`, `layerwise_decay` and `frozen`. Leaves whose factor is 0
     (`frozen`, or a multiplier of 0) are `freeze`d: a zero update and no optimizer state.
 
-    Missing fields take `default_optim_config()`'s values; clip_norm 0 or None turns clipping off.
+    Missing fields take `OptimConfig`'s defaults; clip_norm 0 or None turns clipping off.
     `stacked`: the paths with a layer axis (default: those of `model_config`'s layout; a model
     with two encoders, ELECTRA's, names both).
     """
-    get = lambda name: _field(optim_config, name)
-    name = _optimizer_name(optim_config)
+    o = OptimConfig.from_config(optim_config)
+    name = o.optimizer()
     own = stacked_paths(model_config)  # the layer axes of `model_config`'s layout, read once
     stacked = own if stacked is None else stacked
     for field in ("learning_rate", "lr_multipliers"):
-        if get(field) is None:  # fine-tuning's "auto": `jobs.run` resolves it by model size
+        if getattr(o, field) is None:  # fine-tuning's "auto": `jobs.run` resolves it by model size
             raise ValueError(f"{field} is None (auto) and was never resolved: set a value")
     schedule = warmup_polynomial_decay(
-        get("learning_rate"),
-        int(get("warmup_steps")),
-        int(get("total_steps")),
-        end_lr=get("end_lr"),
-        power=get("power"),
-        offset_decay=bool(get("offset_decay")),
+        o.learning_rate,
+        int(o.warmup_steps),
+        int(o.total_steps),
+        end_lr=o.end_lr,
+        power=o.power,
+        offset_decay=bool(o.offset_decay),
     )
     kw = dict(
-        b1=get("b1"),
-        b2=get("b2"),
-        eps=get("eps"),
-        weight_decay=get("weight_decay"),
-        exclude=get("exclude"),
-        bias_correction=bool(get("bias_correction")),
+        b1=o.b1,
+        b2=o.b2,
+        eps=o.eps,
+        weight_decay=o.weight_decay,
+        exclude=o.exclude,
+        bias_correction=bool(o.bias_correction),
     )
     if name == "lamb":
         tx = lamb(schedule, stacked=stacked.__contains__, **kw)
     else:
         tx = adamw(schedule, **kw)
-    clip = get("clip_norm")
+    clip = o.clip_norm
     factors, frozen = {}, set()
-    if get("lr_multipliers") or get("frozen") or float(get("layerwise_decay")) != 1:
+    if o.lr_multipliers or o.frozen or float(o.layerwise_decay) != 1:
         if params is None:
             raise ValueError("lr_multipliers / layerwise_decay / frozen need the parameter tree")
         factors = lr_factors(params, optim_config, model_config, own)

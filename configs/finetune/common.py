@@ -29,7 +29,7 @@ from albert_jax.tasks.finetune_config import (
     task_section,
 )
 from albert_jax.train.config import TrainerConfig, evals_section
-from albert_jax.train.optim import default_optim_config
+from albert_jax.train.optim import OptimConfig
 
 
 def use_prepared(c, name: str, ext: str) -> None:
@@ -87,7 +87,7 @@ def get_common(task_type: str) -> ml_collections.ConfigDict:
     # unrolled, 4.23 s scan + save_dots, 4.89 s scan; transformers' Flax model 3.99 s;
     # benchmarks/finetune_step.py). Same numbers either way.
     c.execution.scan_layers = False
-    c.optim = default_optim_config()
+    c.optim = OptimConfig.section()
     c.optim.name = "adamw"
     c.optim.learning_rate = 2e-5  # use_new_task_defaults: on dev (tsv.py, ner.py, cloze.py)
     c.optim.end_lr = 0.0

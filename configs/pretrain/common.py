@@ -12,7 +12,7 @@ from albert_jax.data.pretraining.config import DataConfig
 from albert_jax.model.config import Execution
 from albert_jax.tasks.pretrain_config import PRETRAIN_EVALS, PretrainConfig
 from albert_jax.train.config import TrainerConfig, evals_section
-from albert_jax.train.optim import default_optim_config
+from albert_jax.train.optim import OptimConfig
 
 
 def peoples_daily_path() -> str:
@@ -44,7 +44,7 @@ def pretrain_defaults() -> ml_collections.ConfigDict:
     execution section (`albert_jax.model.config.Execution`: dtypes, scan, remat, attention and
     matmul-gradient variants), where the leaves and defaults are documented."""
     c = TrainerConfig.section()
-    c.optim = default_optim_config()
+    c.optim = OptimConfig.section()
     c.update(PretrainConfig.section())
     # What is evaluated when (albert_jax/train/config.py: EvalConfig): the eval split every
     # `eval_every` steps; e.g. --config.evals.eval.every=500, --config.evals.eval.metrics=mlm_loss

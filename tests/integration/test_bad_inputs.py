@@ -379,9 +379,10 @@ def test_a_short_run_warms_up_over_all_its_steps_unless_the_warmup_is_given(caps
     assert pretraining.clamp_warmup(config, given=False) == {"warmup_steps": 20}
     assert "warming up over all 20 steps" in capsys.readouterr().out
     assert config.optim.warmup_steps != 20  # the plan has it; the config stays as given
-    optim.check_optim_config(Plan.of(config).with_optim(warmup_steps=20).optim_config(config), 20)
+    plan = Plan.of(config).with_optim(warmup_steps=20)
+    optim.OptimConfig.from_config(plan.optim_config(config)).check(20)
     config.optim.warmup_steps = 30
-    # the user's own: check_optim_config refuses it
+    # the user's own: OptimConfig.check refuses it
     assert pretraining.clamp_warmup(config, given=True) == {} and not capsys.readouterr().out
 
 
@@ -428,24 +429,26 @@ def test_float16_is_refused_for_training_with_one_line(tmp_path, tsv):
         ("frozen", "encoder/(", "optim.frozen: 'encoder/\\(' is not a regex"),
     ],
 )
-def test_check_optim_config(field, value, message):
-    c = optim.default_optim_config()
+def test_optim_config_check(field, value, message):
+    c = optim.OptimConfig.section()
     c.update(warmup_steps=10, total_steps=100)
-    optim.check_optim_config(c, 100)
+    check = lambda *a, **k: optim.OptimConfig.from_config(c).check(*a, **k)
+    check(100)
     c[field] = value
     with pytest.raises(optim.OptimConfigError, match=message):
-        optim.check_optim_config(c, 100)
+        check(100)
 
 
-def test_check_optim_config_accepts_what_runs_use():
-    c = optim.default_optim_config()
-    optim.check_optim_config(c, 125_000)  # the paper's
+def test_optim_config_check_accepts_what_runs_use():
+    c = optim.OptimConfig.section()
+    check = lambda *a, **k: optim.OptimConfig.from_config(c).check(*a, **k)
+    check(125_000)  # the paper's
     c.update(learning_rate=0.0, clip_norm=None, weight_decay=0.0)  # a frozen control run
-    optim.check_optim_config(c, None)  # total steps from the epochs / FLOPs budget, later
+    check(None)  # total steps from the epochs / FLOPs budget, later
     c.update(learning_rate=None, lr_multipliers=None)  # fine-tuning's auto
-    optim.check_optim_config(c, None, auto=True)
+    check(None, auto=True)
     with pytest.raises(optim.OptimConfigError):
-        optim.check_optim_config(c, None)
+        check(None)
 
 
 # ---- issue 39: inputs from the wild ---------------------------------------------------------
