@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from support.finetune import make_config
+from support.finetune import make_config, read_jsonl
 
 from albert_jax.jobs import run as runs
 from albert_jax.tasks import finetuning as F
@@ -109,3 +109,57 @@ def test_evals_every_sets_the_steps_and_predictions_come_at_the_end_only(
     results = json.load(open(tmp_path / "results.json"))
     assert results["best_step"] in (2, 4, 6) and set(results["test"]) == {"accuracy"}
     assert "collapsed" in results["dev"]
+
+
+def test_a_dev_sample_in_training_and_the_whole_split_at_the_end(pretrained, files, tmp_path):
+    """`evals.dev.sample=N`: every evaluation during training scores the same N dev examples
+    (drawn once, in file order, whatever the run's seed), which pick the best step; the final
+    dev and test score every example with the best parameters."""
+    config = make_config(pretrained, "classification", files, **{"evals.dev.sample": 5})
+    data = F.FinetuneData(config)
+    name = data.sample("dev", 5)
+    assert name == "dev_sample5" and len(data.examples[name]) == 5
+    assert len(data.features[name]["input_ids"]) == 5
+    dev = data.examples["dev"]
+    picked = [dev.index(e) for e in data.examples[name]]
+    assert picked == sorted(picked) and len(set(picked)) == 5
+    again = F.FinetuneData(make_config(pretrained, "classification", files, seed=7))
+    assert again.examples[again.sample("dev", 5)] == data.examples[name]
+    assert data.sample("dev", len(dev)) == "dev"  # the whole split: no sample
+    # the run: training-time rows are the sample's, the final ones the whole split's
+    scored = []
+    score = F.FinetuneTask.score
+
+    def spy(self, split, predictions):
+        scored.append((split, len(predictions)))
+        return score(self, split, predictions)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(F.FinetuneTask, "score", spy)
+        runs.run(config, str(tmp_path))
+    assert scored == [("dev_sample5", 5), ("dev_sample5", 5), ("dev", len(dev)), ("test", 11)]
+    assert len(read_jsonl(tmp_path / "predictions" / "dev.jsonl")) == len(dev)
+    with pytest.raises(TrainConfigError, match=r"evals\.dev\.sample=-1"):
+        read_evals(make_config(pretrained, "classification", files, **{"evals.dev.sample": -1}),
+                   {}, F.FinetuneTask.splits)  # fmt: skip
+
+
+def test_an_evaluator_that_cannot_sample_is_named(tmp_path):
+    """Pretraining's evaluator scores whole batches of its eval split: a sample is refused,
+    naming the key, before anything is written."""
+    from albert_jax.train.task import Evaluator
+    from albert_jax.train.trainer import training_evals
+
+    class Whole(Evaluator):
+        def predict(self, run, split=None):
+            return None
+
+        def score(self, split, predictions):
+            return {}
+
+    job = type("J", (), {"evaluator": Whole()})()
+    with pytest.raises(TrainConfigError, match=r"evals\.eval\.sample=8: Whole scores whole"):
+        training_evals({"eval": EvalConfig(sample=8)}, job, 10)
+    assert training_evals({"eval": EvalConfig(every=5)}, job, 10) == {
+        "eval": (EvalConfig(every=5), 5, None)
+    }

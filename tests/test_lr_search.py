@@ -147,6 +147,32 @@ def test_trials_too_short_to_leave_the_prior_run_again_longer(
     assert len(record["trials"]) == 1 and record["fallback"] and record["chosen"] == 3e-4
 
 
+@pytest.mark.slow  # ~40 s
+def test_trials_score_the_runs_dev_sample(pretrained, one_word, tmp_path, capsys):
+    """With `evals.dev.sample=N` a trial is scored on the N dev examples the run's own epochs
+    score (so the two agree), the record says so, and a record scored otherwise is not reused."""
+    c = searching(make_config(pretrained, "classification", one_word, seeds="0"), "3e-3", 2 / 3)
+    c.evals.dev.sample = 16
+    runs.run(c, str(tmp_path))
+    record = json.loads((tmp_path / "lr_search.json").read_text())
+    assert record["scored_on"] == "dev_sample16"
+    assert "scored by dev_sample16 accuracy" in capsys.readouterr().out
+    # the trial's dev figures are the plain run's evaluation of the same 16 examples
+    plain = make_config(pretrained, "classification", one_word, total_steps=40, eval_every=40)
+    plain.optim.learning_rate, plain.evals.dev.sample = 3e-3, 16
+    runs.run(plain, str(tmp_path / "plain"))
+    rows = [json.loads(x) for x in (tmp_path / "plain" / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in rows if r.get("split") == "eval" and r["step"] == 40]
+    trial = record["trials"][0]["dev"]
+    assert {k: trial[k] for k in ("accuracy", "collapsed")} == pytest.approx(
+        {k: evals[0][k] for k in ("accuracy", "collapsed")}
+    )
+    # the whole dev set instead: the record does not match, the search runs again
+    c.evals.dev.sample = 0
+    runs.run(c, str(tmp_path))
+    assert "scored_on" not in json.loads((tmp_path / "lr_search.json").read_text())
+
+
 @pytest.mark.slow
 def test_a_trial_is_a_plain_run_at_its_rate_and_a_rerun_reuses_the_search(
     pretrained,
@@ -178,11 +204,11 @@ def test_a_killed_search_resumes_at_the_next_trial(pretrained, one_word, tmp_pat
     c = searching(make_config(pretrained, "classification", one_word, seeds="0"))
     real, ran = lr_search._trial, []
 
-    def killed_after_one(compiled, lr, steps, seed, stop):
+    def killed_after_one(compiled, lr, steps, seed, stop, split):
         if ran:
             raise KeyboardInterrupt
         ran.append(lr)
-        return real(compiled, lr, steps, seed, stop)
+        return real(compiled, lr, steps, seed, stop, split)
 
     monkeypatch.setattr(lr_search, "_trial", killed_after_one)
     with pytest.raises(KeyboardInterrupt):

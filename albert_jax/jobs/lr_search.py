@@ -36,9 +36,9 @@ from albert_jax import paths
 from albert_jax.tasks.finetune_config import FinetuneConfig, FinetuneError
 from albert_jax.tasks.finetuning import FinetuneData, make_task
 from albert_jax.train import loop
-from albert_jax.train.config import Plan
+from albert_jax.train.config import Plan, read_evals
 from albert_jax.train.prefetch import DevicePrefetch
-from albert_jax.train.trainer import compile_task, global_batch
+from albert_jax.train.trainer import compile_task, global_batch, training_evals
 
 # (hidden size, grid) at the two ends; each point is interpolated geometrically in between, as
 # the auto rate (`jobs.run.AUTO_LR`). Small models (the project's CPU checkpoints) train
@@ -132,19 +132,25 @@ def search(
     want = settings(config, plan, data)
     path = epath.Path(paths.resolve(paths.join(workdir, RECORD)))
     record = json.loads(path.read_text()) if path.exists() else {}
-    if {k: record.get(k) for k in want} != want:
+    task = make_task(config, data)
+    split = dev_split(config, task.job())
+    if split not in (None, "dev"):  # trials scored on a sample of dev (`evals.dev.sample`)
+        want["scored_on"] = split
+    keys = {*want, "scored_on"}  # a record scored on a sample is not one on the whole split
+    if {k: record.get(k) for k in keys} != {k: want.get(k) for k in keys}:
         record = {}
     if record.get("chosen") is not None:
         if main:
             print(format_record(record, reused=True), flush=True)
         return record
-    metric, mode = make_task(config, data).best_metric
+    metric, mode = task.best_metric
     record = {**want, "metric": metric, "mode": mode, "trials": record.get("trials", [])}
     if main:
         print(
             f"learning-rate search on seed {want['seed']}: {len(want['grid'])} trials of "
             f"{want['trial_steps']} steps (the run: {want['full_steps']}), rates "
-            f"{', '.join(f'{x:g}' for x in want['grid'])}, scored by dev {metric}",
+            f"{', '.join(f'{x:g}' for x in want['grid'])}, scored by "
+            f"{want.get('scored_on', 'dev')} {metric}",
             flush=True,
         )
     stop = loop.StopSignal("stopping the learning-rate search (its finished trials are kept)")
@@ -170,9 +176,10 @@ def _rounds(record, want, config, plan, data, path, fallback, stop) -> dict[str,
             task.warn_collapse = False  # a collapsed trial is expected: the table says so
             job, rate = task.job(), TRIAL_RATE(step_size=1.0)
             compiled = compile_task(config, job, extra_tx=rate, plan=short)
+            split = want.get("scored_on")
             with compiled.scope():
                 for lr in todo:
-                    trial = _trial(compiled, lr, steps, want["seed"], stop)
+                    trial = _trial(compiled, lr, steps, want["seed"], stop, split)
                     if trial is None:
                         return None
                     record["trials"].append(trial)
@@ -206,9 +213,18 @@ def _rounds(record, want, config, plan, data, path, fallback, stop) -> dict[str,
     return record
 
 
-def _trial(compiled, lr: float, steps: int, seed: int, stop) -> dict[str, Any] | None:
-    """One trial at peak rate `lr` for `steps`: fresh weights, the seed's data order, dev
-    scored. None when SIGTERM came (`stop`): the trial is dropped, to run again on resume."""
+def dev_split(config, job) -> str | None:
+    """What a trial scores: the split the run evaluates during training, its fixed sample with
+    `evals.NAME.sample` (`trainer.training_evals`), so that trials and the run's epochs agree."""
+    evals = read_evals(config, job.evals, job.evaluator.splits)
+    during = training_evals(evals, job, eval_every=1)
+    return next(iter(during.values()))[2] if during else None
+
+
+def _trial(compiled, lr: float, steps: int, seed: int, stop, split=None) -> dict[str, Any] | None:
+    """One trial at peak rate `lr` for `steps`: fresh weights, the seed's data order, dev (or
+    its sample, `split`) scored. None when SIGTERM came (`stop`): the trial is dropped, to run
+    again on resume."""
     t0 = time.perf_counter()
     state = compiled.initial_state(seed)
     rate = optax.tree_utils.tree_get(state.opt_state, "step_size")
@@ -222,7 +238,7 @@ def _trial(compiled, lr: float, steps: int, seed: int, stop) -> dict[str, Any] |
         return None
     loss = float(jax.device_get(done.metrics["loss"]))
     finite = bool(np.isfinite(loss))
-    values = compiled.evaluate(done.state.params, steps) if finite else {}
+    values = compiled.evaluate(done.state.params, steps, split) if finite else {}
     metric, mode = compiled.job.callbacks.best_metric
     score = values.get(metric)
     return {

@@ -120,6 +120,9 @@ class FinetuneReader:
         raise NotImplementedError
 
 
+SAMPLE_SEED = 0  # the draw of every evaluation sample (`FinetuneData.sample`)
+
+
 class FinetuneData:
     """Everything a run needs that does not depend on the seed: the model config, the starting
     weights, the tokenizer, the label list and the featurized splits."""
@@ -184,6 +187,20 @@ class FinetuneData:
             self.stats[split].update(self._read_counts.get(paths[split], {}))
         if skipped:
             self.stats["train"]["skipped"] = skipped
+
+    def sample(self, split: str, n: int) -> str:
+        """The name of a split of `n` of `split`'s examples (`EvalConfig.sample`), drawn once with
+        a fixed seed, so every run, layout and seed scores the same ones, in file order; `split`
+        itself when it has no more than `n` (or no file)."""
+        examples = self.examples.get(split, ())
+        if len(examples) <= n:
+            return split
+        name = f"{split}_sample{n}"
+        if name not in self.features:
+            keep = np.sort(np.random.default_rng(SAMPLE_SEED).choice(len(examples), n, False))
+            self.examples[name] = [examples[i] for i in keep]
+            self.features[name] = self.reader.featurize(self.examples[name], self)[0]
+        return name
 
     def _tokenizer(self, config: FinetuneConfig):
         where = config.tokenizer
@@ -343,6 +360,9 @@ class FinetuneTask(Task, Evaluator):
         if name not in self.data.features:
             return None
         return predict_all(run, self.data.features[name], self.eval_batch_size)
+
+    def sample(self, split, n):
+        return self.data.sample(split or "dev", n)
 
     def rows_and_metrics(self, split: str, predictions) -> tuple[list[dict], dict[str, float]]:
         """(rows, metrics) of `predict`'s predictions of `split`: the readable predictions and

@@ -91,12 +91,17 @@ class EvalConfig(Section):
       --config.evals.dev.every=100      # dev every 100 steps instead of the plan's eval_every
       --config.evals.test.every=500     # test during training too
       --config.evals.dev.metrics=accuracy,collapsed
+      --config.evals.dev.sample=500     # in training, 500 fixed dev examples; at the end, all
     """
 
     split: str = ""  # '' = the task's evaluation split (pretraining: `eval_split`)
     every: int = 0  # steps between evaluations in training; 0 = the plan's eval_every; -1 = none
     final: bool = False  # evaluated at the end with the best parameters (a job keeping one)
     metrics: str = ""  # comma-separated metric names kept; '' = all
+    # > 0: the evaluations during training (and the learning-rate search's trials) score a
+    # fixed sample of this many of the split's examples, the same for every run and seed (the
+    # evaluator's `sample`); the final evaluation scores the whole split. 0 = the whole split.
+    sample: int = 0
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -129,6 +134,10 @@ def read_evals(
             raise TrainConfigError(
                 f"evals.{name}.every={e.every!r}: expected steps, 0 (the plan's eval_every) or "
                 "-1 (not during training)"
+            )
+        if not isinstance(e.sample, int) or e.sample < 0:
+            raise TrainConfigError(
+                f"evals.{name}.sample={e.sample!r}: expected a number of examples (0: all)"
             )
     return dict(sorted(evals.items()))
 

@@ -87,6 +87,11 @@ class Evaluator(abc.ABC):
     def score(self, split: str | None, predictions) -> dict[str, float]:
         """The metrics of `predict`'s predictions of `split` (no model call)."""
 
+    def sample(self, split: str | None, n: int) -> str | None:
+        """The name of a split holding a fixed sample of `n` of `split`'s examples (the same
+        sample every time), for `EvalConfig.sample`. Evaluators that cannot sample refuse."""
+        raise ValueError(f"{type(self).__name__} scores whole splits only")
+
     def check(self, split: str | None, step: int, predictions, metrics: dict[str, float]) -> None:
         """After `score` at `step`: what is worth saying about the predictions beyond their
         metrics (fine-tuning: one warning line when they collapsed); nothing by default."""

@@ -391,9 +391,7 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
     t = TrainerConfig.from_config(config)
     # before anything is written: an unknown split fails here, naming its key
     evals = read_evals(config, job.evals, job.evaluator.splits) if job.evaluator else {}
-    # name -> (evaluator, steps between its evaluations); the first is the run's `eval`
-    during = {n: (e, e.every or plan.eval_every) for n, e in evals.items() if e.every >= 0}
-    during = {n: (e, every) for n, (e, every) in during.items() if every > 0}
+    during = training_evals(evals, job, plan.eval_every)
     primary = next(iter(during), None)
     if is_main:
         if t.start_over:
@@ -465,9 +463,9 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
             crash_point("checkpoint", step)
 
         def evaluate_due(step, state):
-            for name, (e, every) in during.items():
+            for name, (e, every, split) in during.items():
                 if step % every == 0 or step == total:
-                    values = kept(name, e, evaluate(state.params, step, e.split or None))
+                    values = kept(name, e, evaluate(state.params, step, split))
                     if name == primary:
                         evaluate_and_keep_best(step, state, values)
                     else:
@@ -513,7 +511,7 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
             checkpoint=save,
             checkpoint_every=plan.checkpoint_every,
             evaluate=evaluate_due if during else None,
-            eval_every=tuple(every for _, every in during.values()),
+            eval_every=tuple(every for _, every, _ in during.values()),
             preempted=lambda step: stop.requested or ckpt.reached_preemption(step),
             nonfinite=nonfinite,
             progress=progress.update,
@@ -618,6 +616,25 @@ class _Best:
         self.step, self.value = c["step"], c["value"]
         if is_main:
             paths.write_text(self.path, json.dumps(c, indent=2))
+
+
+def training_evals(evals: dict[str, EvalConfig], job: Job, eval_every: int) -> dict:
+    """name -> (evaluator, steps between its evaluations, the split it scores: the evaluator's
+    fixed sample with `sample`) of the evaluators that run during training, in order; the first
+    is the run's own `eval` (it picks the best model)."""
+    out = {}
+    for name, e in evals.items():
+        every = e.every or eval_every
+        if e.every < 0 or every <= 0:
+            continue
+        split = e.split or None
+        if e.sample:
+            try:
+                split = job.evaluator.sample(split, e.sample)
+            except ValueError as err:
+                raise TrainConfigError(f"evals.{name}.sample={e.sample}: {err}") from None
+        out[name] = (e, every, split)
+    return out
 
 
 def kept(name: str, e: EvalConfig, values: dict[str, float]) -> dict[str, float]:
