@@ -1,6 +1,7 @@
 """UniLM seq2seq: the prefix-LM mask (by output invariance), cached decoding equal to the full
 forward pass and to decoding without the cache, beam search against exhaustive search, greedy =
-beam 1, and fine-tuning end to end with generation over whole splits (unshared from the command
+beam 1, greedy on device = beam 1 on the host (and stopping once every row has ended), and
+fine-tuning end to end with generation over whole splits (unshared from the command
 line: tests/integration/test_finetune_cli.py)."""
 
 import itertools
@@ -16,7 +17,7 @@ from support.seq2seq import s2s_config
 from albert_jax.checkpoints import checkpoint
 from albert_jax.jobs import run as runs
 from albert_jax.model.config import Execution
-from albert_jax.model.decoding import Decoder, beam_search
+from albert_jax.model.decoding import Decoder, beam_search, generate
 from albert_jax.model.heads import AlbertForSeq2Seq, prefix_lm_mask
 
 
@@ -137,6 +138,45 @@ def test_wide_beam_equals_exhaustive_search_and_beam_one_is_greedy(alpha):
             greedy.append(tok)
             prev = tok
         assert one.tokens == greedy
+
+
+def test_device_greedy_equals_beam_one_and_stops_when_every_row_has_ended():
+    """`Decoder.greedy` (one jitted while_loop) against the host search's beam of one, on sources
+    of different lengths, with an end token some rows emit at different steps and one never."""
+    model = AlbertForSeq2Seq(tiny_config("all", max_position_embeddings=32))
+    params = random_params(model)
+    rng = np.random.default_rng(2)
+    B, S, M = 5, 9, 8
+    lens = np.array([9, 4, 7, 2, 6])
+    mask = (np.arange(S)[None] < lens[:, None]).astype(np.int32)
+    src = np.where(mask > 0, rng.integers(5, 97, (B, S)), 0).astype(np.int32)
+    dec = Decoder(model, M)
+
+    def host(rows, end, m=M):
+        hyps = beam_search(dec, params, src[rows], mask[rows], beam_size=1, max_new_tokens=m,
+                           end_id=end)  # fmt: skip
+        return [h[0].tokens for h in hyps]
+
+    free = host(slice(None), -1)  # never ends: the M greedy tokens of every row
+    out, n, calls = dec.greedy(params, src, mask, -1)
+    assert out.tolist() == free and n.tolist() == [M] * B and calls == M
+    # The end token: one that some rows emit (not first) and some never do.
+    end = next(v for v in sorted({x for r in free for x in r})
+               if 0 < sum(v in r for r in free) < B and any(v in r[1:] for r in free))  # fmt: skip
+    first = [r.index(end) if end in r else M for r in free]
+    expected = [r[:k] for r, k in zip(free, first, strict=True)]
+    assert host(slice(None), end) == expected
+    out, n, calls = dec.greedy(params, src, mask, end)
+    assert n.tolist() == first and [r[:k] for r, k in zip(out.tolist(), n, strict=True)] == expected
+    assert calls == M  # a row never ends
+    kw = dict(beam_size=1, max_new_tokens=M - 3, end_id=end)
+    assert generate(dec, params, src, mask, **kw) == host(slice(None), end, M - 3)
+    # Only the rows that end before the last step: the loop stops after the last of them ends.
+    early = [b for b in range(B) if first[b] < M - 1]
+    assert early and max(first[b] for b in early) < M - 1
+    out, n, calls = dec.greedy(params, src[early], mask[early], end)
+    assert calls == max(first[b] for b in early) + 1 < M
+    assert [r[:k] for r, k in zip(out.tolist(), n, strict=True)] == host(early, end)
 
 
 @pytest.mark.slow  # 24-53 s: keeps the default suite under ~10 minutes

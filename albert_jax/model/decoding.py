@@ -9,7 +9,10 @@ holds every layer's keys and values, [L, B, S + M, N, D] (M = `max_new_tokens`):
 encoded once (`prefill`) and each step runs one token per row through the layers.
 
 The search itself is host-side NumPy over log-probabilities (a few hundred candidates per step);
-the model calls are jitted with fixed shapes, so nothing recompiles as the output grows.
+the model calls are jitted with fixed shapes, so nothing recompiles as the output grows. Greedy
+decoding with the cache (`generate` with beam_size 1, length_penalty 0) skips the host instead:
+`Decoder.greedy` is one jitted call, prefill and a `lax.while_loop` of steps with the argmax on
+device, that stops once every row has ended; `beam_search(beam_size=1)` is its reference.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class Decoder:
         self.model, self.M, self.use_cache = model, max_new_tokens, use_cache
         self._start = jax.jit(self._start_impl)
         self._step = jax.jit(self._step_impl)
+        self._greedy = jax.jit(self._greedy_impl)
 
     # ---- the model calls
     def _apply(self, params, *args, **kw):
@@ -88,6 +92,33 @@ class Decoder:
         logits, _ = self._apply(params, ids, types, pos, mask, None, at=at)
         return jax.nn.log_softmax(logits)
 
+    def _greedy_impl(self, params, ids, mask, end_id, limit):
+        """Greedy decoding on device, at most `limit` (<= M, traced) tokens: (tokens [B, M], each
+        row's count of them, model calls). Row b's output is tokens[b, :count[b]] (the end token
+        left out, zeros after it)."""
+        B, M = ids.shape[0], self.M
+
+        def pick(lp, t, out, n, done):
+            tok = jnp.argmax(lp, axis=-1).astype(jnp.int32)
+            live = ~done & (tok != end_id)  # rows already ended keep their count
+            out = out.at[:, t].set(jnp.where(live, tok, 0))
+            return tok, out, jnp.where(live, t + 1, n), done | (tok == end_id)
+
+        def more(c):  # one more step unless at the limit or every row has ended
+            return (c[0] + 1 < limit) & ~jnp.all(c[-1])
+
+        def body(c):
+            t, calls, state, tok, out, n, done = c
+            lp, state = self._step_impl(params, tok, state, t)
+            return (t + 1, calls + 1, state, *pick(lp, t + 1, out, n, done))
+
+        lp, state = self._start_impl(params, ids, mask)
+        n = jnp.zeros((B,), jnp.int32)
+        c = (jnp.int32(0), jnp.int32(1), state,
+             *pick(lp, 0, jnp.zeros((B, M), jnp.int32), n, n > 0))  # fmt: skip
+        _, calls, _, _, out, n, _ = jax.lax.while_loop(more, body, c)
+        return out, n, calls
+
     # ---- the search's interface
     def start(self, params, source_ids, source_mask):
         lp, state = self._start(params, jnp.asarray(source_ids), jnp.asarray(source_mask))
@@ -97,6 +128,18 @@ class Decoder:
         tokens, t = jnp.asarray(tokens, jnp.int32), jnp.asarray(t, jnp.int32)
         lp, state = self._step(params, tokens, state, t)
         return np.asarray(lp, np.float64), state
+
+    def greedy(self, params, source_ids, source_mask, end_id: int, max_new_tokens=None):
+        """Greedy decoding in one call, on device (see `_greedy_impl`): NumPy (tokens [B, M],
+        counts [B], model calls made: prefill + steps). One compilation per shape: end_id and
+        max_new_tokens (default M) are traced."""
+        limit = self.M if max_new_tokens is None else max_new_tokens
+        if not 1 <= limit <= self.M:
+            raise ValueError(f"max_new_tokens {limit} outside 1..{self.M} (the decoder's M)")
+        ids, mask = jnp.asarray(source_ids), jnp.asarray(source_mask)
+        scalars = (jnp.asarray(end_id, jnp.int32), jnp.asarray(limit, jnp.int32))
+        out, n, calls = self._greedy(params, ids, mask, *scalars)
+        return np.asarray(out), np.asarray(n), int(calls)
 
     @staticmethod
     def reorder(state, rows):
@@ -178,6 +221,14 @@ def beam_search(
 
 
 def generate(decoder, params, source_ids, source_mask, **kw) -> list[list[int]]:
-    """The best hypothesis's tokens per example (see `beam_search`)."""
+    """The best hypothesis's tokens per example (see `beam_search`). Greedy (beam_size 1) with
+    the cache runs on device (`Decoder.greedy`, the same tokens) unless length_penalty is set:
+    beam_search's beam of one then keeps going past an end token whose normalized score is
+    below the bound, which is no longer plain greedy."""
+    if kw["beam_size"] == 1 and not kw.get("length_penalty") and getattr(decoder, "use_cache", 0):
+        out, n, _ = decoder.greedy(
+            params, source_ids, source_mask, kw["end_id"], kw["max_new_tokens"]
+        )
+        return [row[:k].tolist() for row, k in zip(out, n, strict=True)]
     hyps = beam_search(decoder, params, source_ids, source_mask, **kw)
     return [h[0].tokens for h in hyps]
