@@ -13,6 +13,10 @@ table per task, mean ± std over seeds, the paper's numbers beside) and DIR/plot
     python -m pretrain.sweep --config ... --workdir ... --launcher=slurm   # submitit jobs
     python -m pretrain.sweep --config ... --workdir ... --report_only      # tables and plots
 
+A sweep with `results` (a folder in the repository, `Sweep.results`) keeps each finished step's
+small files there and writes its report there; a rerun in a fresh checkout rebuilds the
+pretraining, checks it is the same (its fingerprint), and skips every kept cell.
+
 On a cluster each group is one job: `--launcher=print` prints one command per group (for a TPU
 pod or a job array; each is this command with `--group=K`), `--launcher=slurm` submits them with
 submitit (`local` and `debug` are submitit's executors on this machine, waited for). `--set
@@ -72,8 +76,10 @@ def main(argv):
     # Imported here: it loads flax (seconds), and a bad --set should fail at once.
     from albert_jax.experiments import sweep_report
 
+    # With `Sweep.results` the report is the kept cells' (the repository's), not this directory's.
+    report_dir = os.path.abspath(sweep.results) if sweep.results else workdir
     if _REPORT_ONLY.value:
-        print(sweep_report.write(sweep, workdir))
+        print(sweep_report.write(sweep, report_dir))
         return
     prep = prepare_steps(sweep, workdir)
     if _DRY.value:
@@ -85,9 +91,10 @@ def main(argv):
                     f"# group {i}: {s.label}{' (done)' if s.done() else ''}\n{' '.join(s.command)}"
                 )
         return
-    os.makedirs(workdir, exist_ok=True)
-    with open(os.path.join(workdir, "sweep.json"), "w") as f:
-        json.dump(dataclasses.asdict(sweep), f, indent=1, default=str)
+    for d in {workdir, report_dir}:
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "sweep.json"), "w") as f:
+            json.dump(dataclasses.asdict(sweep), f, indent=1, default=str)
     if _LAUNCHER.value == "print":
         for i in indices:
             print(group_command(_CONFIG.value, workdir, _SET.value, i))
@@ -108,7 +115,7 @@ def main(argv):
                 held.enter_context(lock.hold(workdir, name=f".lock-group-{i}"))
             run_local([s for i in indices for s in steps(sweep, all_groups[i], workdir)])
     if _REPORT.value and _GROUP.value is None:
-        print(sweep_report.write(sweep, workdir), flush=True)
+        print(sweep_report.write(sweep, report_dir), flush=True)
 
 
 if __name__ == "__main__":

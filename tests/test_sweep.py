@@ -55,21 +55,24 @@ def test_points_share_their_pretraining_run_and_commands_carry_every_override(tm
         layout = g[0].scope("pretrain")["model.layout"]
         assert all(p.scope("pretrain")["model.layout"] == layout for p in g)
         ss = steps(sweep, g, str(tmp_path))
-        assert [s.kind for s in ss] == ["pretrain"] + ["finetune"] * 4  # 2 points x 2 tasks
+        # 2 points x 2 tasks x 2 seeds, each seed its own run
+        assert [s.kind for s in ss] == ["pretrain"] + ["finetune"] * 8
         pre = ss[0]
         assert pre.command[pre.command.index("--workdir") + 1] == pre.workdir
         assert f"--config.model.layout={layout}" in pre.command
         assert "--config.total_steps=7" in pre.command and "--config.data.mode=sop" in pre.command
         model = os.path.join(pre.workdir, "model")
-        for s, point in zip(ss[1:], [p for p in g for _ in range(2)], strict=True):
-            assert f"--config.init={model}" in s.command
-            assert "--config.seeds=0,1" in s.command and "--config.num_epochs=1.0" in s.command
+        for s, point in zip(ss[1:], [p for p in g for _ in range(4)], strict=True):
+            assert f"--config.init={model}" in s.command and "--config.num_epochs=1.0" in s.command
             assert f"--config.unshare={point.scope('finetune')['unshare']}" in s.command
-            assert s.done_file.endswith("summary.json")
+            seed = s.label.rsplit(" ", 1)[1]
+            assert f"--config.seeds={seed}" in s.command and s.workdir.endswith(f"seed_{seed}")
+            assert s.done_file == os.path.join(s.workdir, "summary.json")
+            assert (s.late_flags is None) == (seed == "0")  # later seeds: the searched rate
     # one data directory for both layouts (their data fields agree)
     dirs = {s.command[-1] for g in gs for s in steps(sweep, g, str(tmp_path))[:1]}
     assert len(dirs) == 1 and next(iter(dirs)).startswith("--config.data.data_dir=")
-    names = [steps(sweep, g, str(tmp_path))[1].workdir for g in gs]
+    names = [os.path.dirname(steps(sweep, g, str(tmp_path))[1].workdir) for g in gs]
     assert len(set(names)) == 2
 
 
@@ -81,24 +84,26 @@ def test_random_init_row_fine_tunes_from_the_pretrained_shape_and_tokenizer(tmp_
         (control,) = control_points(sweep, g)  # one: unshare is the only fine-tuning axis
         assert control.random_init and "finetune.unshare" not in dict(control.values)
         ss = steps(sweep, g, str(tmp_path))
-        assert [s.kind for s in ss] == ["pretrain"] + ["finetune"] * 6  # 3 points x 2 tasks
+        assert [s.kind for s in ss] == ["pretrain"] + ["finetune"] * 12  # 3 points x 2 x 2
         model = os.path.join(ss[0].workdir, "model")
         randoms = [s for s in ss if "--config.init=none" in s.command]
-        assert [s.label.split()[0] for s in randoms] == ["sentiment", "ner"]
+        assert [s.label.split()[0] for s in randoms] == ["sentiment"] * 2 + ["ner"] * 2
         for s in randoms:
-            assert s.workdir.endswith(control.name()) and control.name().endswith("init=none")
+            point_dir = os.path.dirname(s.workdir)
+            assert point_dir.endswith(control.name()) and control.name().endswith("init=none")
             assert f"--config.tokenizer={model}" in s.command
             assert f"--config.model_from={model}" in s.command
             assert f"--config.init={model}" not in s.command
             assert not any(a.startswith("--config.unshare") for a in s.command)
-            assert "--config.seeds=0,1" in s.command and "--config.num_epochs=1.0" in s.command
+            assert "--config.num_epochs=1.0" in s.command
     assert not control_points(grid_sweep(), groups(grid_sweep())[0])  # off by default
     # the quickstart and the unsharing sweep carry the row
     for name in ("quickstart", "unshare_finetune"):
         sweep = load(os.path.join(REPO, "configs", "sweeps", f"{name}.py"))
         (g,) = groups(sweep)
         commands = [" ".join(s.command) for s in steps(sweep, g, str(tmp_path))]
-        assert sum("--config.init=none" in c for c in commands) == len(sweep.tasks)
+        n = len(sweep.tasks) * len(sweep.seeds)
+        assert sum("--config.init=none" in c for c in commands) == n
 
 
 def test_prepared_datasets_are_built_and_read_in_the_sweep_directory(tmp_path):

@@ -35,10 +35,12 @@ import importlib.util
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from albert_jax.errors import InputError
@@ -66,6 +68,12 @@ class Sweep:
     # pretraining run and value of the other fine-tuning axes: the `finetune.unshare` axis is not
     # applied to it (the pretrained layout), a fixed `unshare` override is.
     random_init: bool = False
+    # A folder (in the repository) that keeps each finished step's small files (`KEEP`: metrics,
+    # results, summaries, the search, the drift) at its path under the sweep directory, with
+    # the pretraining's fingerprint: a later checkout rebuilds the pretraining, and every kept
+    # fine-tuning cell whose fingerprint matches is done (restored, not rerun). The report is
+    # written there too (`--report_only`: from the kept cells alone). '' = none.
+    results: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,9 +206,132 @@ class Step:
     workdir: str
     done_file: str
     marker: bool = False  # the sweep writes done_file (else the command makes it)
+    # flags known only when the step starts (a later seed: the rate the first seed's search chose)
+    late_flags: Callable[[], list[str]] | None = None
+    after: Callable[[], None] | None = None  # once it finished (keep its files, merge seeds)
+    kept: Kept | None = None  # where its files are kept (`Sweep.results`)
+    restored: Callable[[], None] | None = None  # once its kept files are back (merge seeds)
 
     def done(self) -> bool:
-        return os.path.exists(self.done_file)
+        """Its done file is here, or its kept cell matches this pretraining (then restored)."""
+        if os.path.exists(self.done_file):
+            return True
+        if not (self.kept and self.kept.restore(self.workdir, self.done_file)):
+            return False
+        if self.restored:
+            self.restored()
+        return True
+
+
+@dataclasses.dataclass
+class Kept:
+    """`Sweep.results`: the mirror of the sweep directory `workdir` at `root`, holding each
+    finished step's small files. `pretrain_dir`: the pretraining its fine-tuning cells start from
+    (their fingerprint must be its own)."""
+
+    root: str
+    workdir: str
+    pretrain_dir: str
+
+    def path(self, step_dir: str) -> str:
+        return os.path.join(self.root, os.path.relpath(step_dir, self.workdir))
+
+    def fingerprint(self) -> str | None:
+        """The pretraining's fingerprint (None before it is built), computed once."""
+        record = os.path.join(self.pretrain_dir, FINGERPRINT)
+        if not os.path.exists(record):
+            model = os.path.join(self.pretrain_dir, "model")
+            if not os.path.exists(os.path.join(model, "checkpoint.json")):
+                return None
+            _write_json(record, {"sha256": fingerprint(model)})
+        with open(record) as f:
+            return json.load(f)["sha256"]
+
+    def check_pretraining(self) -> None:
+        """A rebuilt pretraining must be the one the kept cells started from."""
+        kept = os.path.join(self.path(self.pretrain_dir), FINGERPRINT)
+        if not os.path.exists(kept):
+            return
+        with open(kept) as f:
+            theirs = json.load(f)["sha256"]
+        if theirs != self.fingerprint():
+            raise SweepError(
+                f"{self.pretrain_dir}/model is not the pretraining the kept results in "
+                f"{os.path.dirname(kept)} started from (fingerprint {self.fingerprint()[:12]}, "
+                f"theirs {theirs[:12]}): their cells cannot be resumed from it. Move {self.root} "
+                "away to start the study over"
+            )
+
+    def keep(self, step_dir: str, cell: bool) -> None:
+        """Copy the step's small files to the mirror; a fine-tuning `cell` also gets `CELL`: the
+        pretraining's fingerprint and the machine it ran on."""
+        dest = self.path(step_dir)
+        for rel in KEEP:
+            if os.path.exists(os.path.join(step_dir, rel)):
+                os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
+                shutil.copyfile(os.path.join(step_dir, rel), os.path.join(dest, rel))
+        if cell:
+            _write_json(os.path.join(dest, CELL), {"fingerprint": self.fingerprint(), **machine()})
+
+    def restore(self, step_dir: str, done_file: str) -> bool:
+        """A kept fine-tuning cell of this pretraining: its files copied back into `step_dir`
+        (so the steps after it and the report read them as if it had run here); False when
+        there is none, or it started from another pretraining."""
+        src = self.path(step_dir)
+        if not os.path.exists(os.path.join(src, CELL)) or not os.path.exists(self.path(done_file)):
+            return False
+        with open(os.path.join(src, CELL)) as f:
+            if json.load(f).get("fingerprint") != self.fingerprint():
+                return False
+        for rel in (*KEEP, CELL):
+            if os.path.exists(os.path.join(src, rel)):
+                os.makedirs(os.path.dirname(os.path.join(step_dir, rel)), exist_ok=True)
+                shutil.copyfile(os.path.join(src, rel), os.path.join(step_dir, rel))
+        return True
+
+
+# What `Sweep.results` keeps of a finished step (paths under its directory): kilobytes; the
+# checkpoints, predictions and logs stay in the sweep directory.
+KEEP = (
+    "summary.json", "results.json", "config.json", "metrics.jsonl", "drift.jsonl",
+    "lr_search.json", "best.json", "sweep_step.json", "model/config.json", "best/config.json",
+    "fingerprint.json",
+)  # fmt: skip
+CELL = "cell.json"  # a kept fine-tuning cell's fingerprint and machine
+FINGERPRINT = "fingerprint.json"  # in a pretraining step's directory
+
+
+def fingerprint(model_dir: str) -> str:
+    """SHA-256 of a checkpoint's architecture and every parameter's name, dtype, shape and
+    bytes: equal exactly when the pretraining rebuilt bit for bit."""
+    import numpy as np
+    from flax import traverse_util
+
+    from albert_jax.checkpoints import checkpoint
+
+    config, params = checkpoint.load(model_dir)
+    h = hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode())
+    for name, value in sorted(traverse_util.flatten_dict(params, sep="/").items()):
+        a = np.asarray(value)
+        h.update(f"{name}:{a.dtype}:{a.shape}".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def machine() -> dict[str, Any]:
+    """What a cell ran on (a task's arms must share one kind of device)."""
+    import jax
+
+    return {"device": f"{jax.default_backend()}: {jax.devices()[0].device_kind}",
+            "cpus": os.cpu_count(), "finished": round(time.time())}  # fmt: skip
+
+
+def _write_json(path: str, value: Any) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)  # a kill never leaves half a file
 
 
 SPLITS = ("train", "dev", "test")
@@ -227,14 +358,26 @@ def prepared_data(sweep: Sweep, config_path: str, workdir: str) -> tuple[str, di
 
 
 def steps(sweep: Sweep, group: list[Point], workdir: str) -> list[Step]:
+    """The group's pretraining, then per task and point one fine-tuning run per seed
+    (DIR/finetune/TASK/POINT/seed_S): the first seed's run searches the learning rate when its
+    config does, the later ones train with the rate it chose. After each seed the point's
+    `summary.json` is merged over the seeds done so far."""
     py = [sys.executable, "-m"]
     workdir = os.path.abspath(workdir)
     first = group[0]
     pname = first.name("pretrain")
     pdir = os.path.join(workdir, "pretrain", pname)
     ddir = data_dir(sweep, first, workdir)
+    kept = Kept(os.path.abspath(sweep.results), workdir, pdir) if sweep.results else None
     pre = {**sweep.pretrain, **first.scope("pretrain"), "data.data_dir": ddir}
     pre_flags = [_flag(k, v) for k, v in pre.items()]
+
+    def pretrained():
+        if kept:
+            kept.fingerprint()  # computed and written beside the model, then kept
+            kept.check_pretraining()
+            kept.keep(pdir, cell=False)
+
     out = [
         Step(
             "pretrain",
@@ -242,9 +385,9 @@ def steps(sweep: Sweep, group: list[Point], workdir: str) -> list[Step]:
             py + ["pretrain", "--config", sweep.pretrain_config, "--workdir", pdir] + pre_flags,
             pdir,
             os.path.join(pdir, "model", "checkpoint.json"),
+            after=pretrained,
         )
     ]
-    seeds = ",".join(str(s) for s in sweep.seeds)
     model = f"{pdir}/model"
     data = {task: prepared_data(sweep, c, workdir)[1] for task, c in sweep.tasks.items()}
     for point in group + control_points(sweep, group):
@@ -256,19 +399,69 @@ def steps(sweep: Sweep, group: list[Point], workdir: str) -> list[Step]:
             start = {"init": model}
         for task, config in sweep.tasks.items():
             fdir = os.path.join(workdir, "finetune", task, point.name())
-            flags_ = [_flag(k, v) for k, v in start.items()] + [f"--config.seeds={seeds}"]
+            flags_ = [_flag(k, v) for k, v in start.items()]
             flags_ += [_flag(k, v) for k, v in data[task].items()]
             flags_ += [_flag(k, v) for k, v in fine.items()]
-            out.append(
-                Step(
-                    "finetune",
-                    f"{task} {point.name()}",
-                    py + ["finetune", "--config", config, "--workdir", fdir] + flags_,
-                    fdir,
-                    os.path.join(fdir, "summary.json"),
-                )
-            )
+            for seed in sweep.seeds:
+                sdir = os.path.join(fdir, f"seed_{seed}")
+                out.append(
+                    Step(
+                        "finetune",
+                        f"{task} {point.name()} seed {seed}",
+                        py + ["finetune", "--config", config, "--workdir", sdir]
+                        + flags_ + [f"--config.seeds={seed}"],
+                        sdir,
+                        os.path.join(sdir, "summary.json"),
+                        late_flags=None if seed == sweep.seeds[0] else
+                        functools.partial(searched_rate, fdir, sweep.seeds[0]),
+                        after=functools.partial(_seed_done, kept, fdir, sdir, sweep.seeds),
+                        kept=kept,
+                        restored=functools.partial(_merge, fdir, sweep.seeds),
+                    )
+                )  # fmt: skip
     return out
+
+
+def searched_rate(fdir: str, first_seed: int) -> list[str]:
+    """The later seeds' flag: the learning rate the first seed's search chose (none when its
+    config does not search)."""
+    path = os.path.join(fdir, f"seed_{first_seed}", "lr_search.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [_flag("optim.learning_rate", json.load(f)["chosen"])]
+
+
+def _merge(fdir: str, seeds: tuple[int, ...]) -> None:
+    _write_json(os.path.join(fdir, "summary.json"), merge_seeds(fdir, seeds))
+
+
+def _seed_done(kept: Kept | None, fdir: str, sdir: str, seeds: tuple[int, ...]) -> None:
+    _merge(fdir, seeds)
+    if kept:
+        kept.keep(sdir, cell=True)
+        kept.keep(fdir, cell=False)
+
+
+def merge_seeds(fdir: str, seeds: tuple[int, ...]) -> dict[str, Any]:
+    """The point's summary over its seeds' runs (each a one-seed `summary.json`): per-seed
+    results and mean ± std as `python -m finetune` writes for several seeds, with the first
+    seed's learning-rate search."""
+    from albert_jax.jobs.run import over_seeds
+
+    done = {}
+    for seed in seeds:
+        path = os.path.join(fdir, f"seed_{seed}", "summary.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                done[seed] = json.load(f)
+    if not done:
+        return {}
+    first = done[min(done, key=seeds.index)]
+    per_seed = {s: d["per_seed"][str(s)] for s, d in done.items()}
+    same = {k: first[k] for k in ("metric", "layout", "init", "random_init", "lr_search")
+            if k in first}  # fmt: skip
+    return {**same, **over_seeds(per_seed)}
 
 
 def prepare_steps(sweep: Sweep, workdir: str) -> list[Step]:
@@ -413,17 +606,18 @@ def run_step(step: Step, progress: str) -> float:
         if run.get("wall_s") is None and "started" in run and os.path.exists(log):
             run["wall_s"], run["killed"] = round(os.path.getmtime(log) - run["started"], 1), True
     print(f"{progress} {step.label} ...", flush=True)
+    command = step.command + (step.late_flags() if step.late_flags else [])
     t0 = time.time()
     runs.append({"started": t0, "rows": metrics_rows(step.workdir)})
-    record["command"] = step.command
+    record["command"] = command
     _write_record(step.workdir, record)
     rc = None
     try:
         with open(log, "a") as f:
-            f.write(f"$ {' '.join(step.command)}\n")
+            f.write(f"$ {' '.join(command)}\n")
             f.flush()
             rc = subprocess.call(
-                step.command,
+                command,
                 stdout=f,
                 stderr=subprocess.STDOUT,
                 cwd=os.getcwd(),
@@ -442,21 +636,27 @@ def run_step(step: Step, progress: str) -> float:
     if step.marker:
         with open(step.done_file, "w") as f:
             json.dump({k: record[k] for k in ("command", "wall_s", "finished")}, f)
-    elif not step.done():
+    elif not os.path.exists(step.done_file):
         raise SweepError(f"{step.label}: finished but did not write {step.done_file}")
+    if step.after:
+        step.after()
     return wall
 
 
 def run_local(all_steps: list[Step]) -> None:
-    todo = [s for s in all_steps if not s.done()]
-    print(f"sweep: {len(all_steps)} steps, {len(all_steps) - len(todo)} already done", flush=True)
+    """Each step not done, in order. Done is asked again just before a step runs: a kept cell
+    is recognized only once the pretraining it started from is built."""
+    done = sum(s.done() for s in all_steps)
+    print(f"sweep: {len(all_steps)} steps, {done} already done", flush=True)
     t0, spent = time.time(), []
-    for i, step in enumerate(todo):
-        eta = ""
-        if spent:
-            eta = f", ~{sum(spent) / len(spent) * (len(todo) - i) / 60:.0f} min left"
+    for i, step in enumerate(all_steps):
+        if step.done():
+            continue
+        left = sum(not s.done() for s in all_steps[i:])
+        eta = f", ~{sum(spent) / len(spent) * left / 60:.0f} min left" if spent else ""
+        n = len(spent) + 1
         spent.append(
-            run_step(step, f"[{i + 1}/{len(todo)}, {(time.time() - t0) / 60:.0f} min{eta}]")
+            run_step(step, f"[{n}/{n + left - 1}, {(time.time() - t0) / 60:.0f} min{eta}]")
         )
 
 

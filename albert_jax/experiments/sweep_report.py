@@ -128,7 +128,10 @@ def pretrain_info(pdir: str) -> dict[str, Any]:
 
 
 def _seed_dir(fdir: str, seed: int, n_seeds: int) -> str:
-    return fdir if n_seeds == 1 else os.path.join(fdir, f"seed_{seed}")
+    """A seed's run: its own DIR/seed_S (a sweep runs each seed apart; `finetune` with several
+    seeds writes them there too), or the point's directory (one seed, run as one)."""
+    sdir = os.path.join(fdir, f"seed_{seed}")
+    return sdir if n_seeds > 1 or os.path.isdir(sdir) else fdir
 
 
 def dev_curve(seed_dir: str, metric: str, steps_per_epoch: int | None) -> list[tuple[float, float]]:
@@ -194,11 +197,15 @@ def collect(sweep: Sweep, workdir: str) -> list[dict[str, Any]]:
                     if search.get("fallback"):  # every trial collapsed: the rate by model size
                         row["learning_rate_fallback"] = True
                     row.update(last_drift(sdir))
-                    rel = os.path.relpath(os.path.join(sdir, "metrics.jsonl"), fdir)
-                    row["finetune_step_s"] = steady_step_time(fdir, rel)
-                    row["finetune_wall_s"] = (
-                        round(wall / len(sweep.seeds), 1) if wall is not None else None
-                    )
+                    if read_record(sdir):  # the seed ran as its own step
+                        row["finetune_step_s"] = steady_step_time(sdir)
+                        row["finetune_wall_s"] = wall_time(sdir)
+                    else:  # the point's seeds ran as one step: its time shared by them
+                        rel = os.path.relpath(os.path.join(sdir, "metrics.jsonl"), fdir)
+                        row["finetune_step_s"] = steady_step_time(fdir, rel)
+                        row["finetune_wall_s"] = (
+                            round(wall / len(sweep.seeds), 1) if wall is not None else None
+                        )
                     rows.append(row)
     return rows
 

@@ -184,17 +184,24 @@ def _seed_result(workdir: str, plan: Plan) -> dict[str, Any]:
 
 
 def summarize(per_seed: dict[int, dict], data: FinetuneData) -> dict[str, Any]:
-    """mean and sample std (ddof=1; 0 for one seed) of every scalar metric over seeds."""
+    """The run's summary: `over_seeds` and what it started from."""
+    out = over_seeds(per_seed)
+    out["metric"] = next(iter(per_seed.values()))["metric"]
+    out["layout"] = data.model_config.layout
+    out["init"] = "none" if data.random_init else data.source.location
+    out["random_init"] = data.random_init
+    return out
+
+
+def over_seeds(per_seed: dict[int, dict]) -> dict[str, Any]:
+    """The seeds' results and the mean and sample std (ddof=1; 0 for one seed) of every scalar
+    metric over them (also how a sweep merges its one-seed runs)."""
     out = {"seeds": sorted(per_seed), "per_seed": {str(k): v for k, v in per_seed.items()}}
     for split in ("dev", "test"):
         keys = sorted({k for r in per_seed.values() for k in r[split]})
         out[split] = {k: _mean_std([r[split].get(k) for r in per_seed.values()]) for k in keys}
     for key in ("dev_first_epoch", "dev_last"):
         out[key] = _mean_std([r[key] for r in per_seed.values()])
-    out["metric"] = next(iter(per_seed.values()))["metric"]
-    out["layout"] = data.model_config.layout
-    out["init"] = "none" if data.random_init else data.source.location
-    out["random_init"] = data.random_init
     return out
 
 

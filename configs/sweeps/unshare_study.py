@@ -65,19 +65,30 @@ TASKS = {
     "entities": "configs/finetune/searched.py:entities",
     "headlines": "configs/finetune/searched.py:suite:headlines",
 }
-LAYOUTS = ["", "all", "attention", "ffn"]  # '' : the checkpoint's shared block
+LAYOUTS = {"default": "", "all": "all", "attention": "attention", "ffn": "ffn"}  # default: shared
+RESULTS = "results/unshare_study"  # the kept cells, in the repository
+DEV_SAMPLE = 1000  # dev examples scored by each epoch and search trial (final dev: all)
 
 
 def get_sweep(arg: str | None = None) -> Sweep:
-    names = [t for t in (arg or "").split(",") if t] or list(TASKS)
+    tasks, _, layouts = (arg or "").partition("@")
+    names = [t for t in tasks.split(",") if t] or list(TASKS)
     unknown = sorted(set(names) - set(TASKS))
     if unknown:
         raise ValueError(f"unknown task(s) {unknown}: unshare_study.py:TASK,... with {list(TASKS)}")
+    chosen = [x for x in layouts.split(",") if x] or list(LAYOUTS)
+    if set(chosen) - set(LAYOUTS):
+        raise ValueError(
+            f"unknown layout(s) {sorted(set(chosen) - set(LAYOUTS))}: "
+            f"unshare_study.py:TASKS@LAYOUT,... with {list(LAYOUTS)}"
+        )
     return Sweep(
         pretrain_config="configs/pretrain/cpu_base.py",
         tasks={name: TASKS[name] for name in names},
-        grid={"finetune.unshare": list(LAYOUTS)},
+        grid={"finetune.unshare": [LAYOUTS[x] for x in chosen]},
+        finetune={"evals.dev.sample": DEV_SAMPLE},
         seeds=(0, 1, 2, 3, 4),
         paper=PAPER,
         random_init=True,
+        results=RESULTS,
     )

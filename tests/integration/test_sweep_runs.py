@@ -10,6 +10,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -193,7 +194,7 @@ def test_tiny_sweep_runs_resumes_without_redoing_and_submits(tmp_path):
     )
     work = tmp_path / "sw"
     out = sweep_cli("--config", str(config), "--workdir", str(work)).stdout
-    assert "sweep: 6 steps, 0 already done" in out  # 2 pretraining + 4 fine-tuning runs
+    assert "sweep: 10 steps, 0 already done" in out  # 2 pretraining + 4 points x 2 seeds
     with open(work / "results.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 4 * 2 and {r["task"] for r in rows} == {"cls"}
@@ -203,30 +204,33 @@ def test_tiny_sweep_runs_resumes_without_redoing_and_submits(tmp_path):
     unshared = [r for r in rows if r[layout] == "all" and r[unshare] == "all"]
     assert int(unshared[0]["params_finetuned"]) > int(shared[0]["params_finetuned"])
     assert (work / "plots" / "cls_scores.png").exists()
-    # tsv.py searches the learning rate: every point (layout) its own search, in its row
+    # tsv.py searches the learning rate: every point (layout) its own search on its first
+    # seed, in its row; the later seed trains with the rate it chose
     for row in rows:
-        record = json.loads(
-            (work / "finetune" / "cls" / row["point"] / "lr_search.json").read_text()
-        )
+        point = work / "finetune" / "cls" / row["point"]
+        record = json.loads((point / "seed_0" / "lr_search.json").read_text())
         assert float(row["learning_rate"]) == record["chosen"]
+        config = json.loads((point / "seed_1" / "config.json").read_text())
+        assert config["optim"]["learning_rate"] == record["chosen"]
+        assert not (point / "seed_1" / "lr_search.json").exists()
         rates = [t["learning_rate"] for t in record["trials"]]  # 3 a round (retries: more rounds)
         assert len(set(rates)) == 3 and len(rates) % 3 == 0
 
     # rerun: nothing is redone (no file of a finished step is rewritten)
-    summary = work / "finetune" / "cls" / "layout=none,unshare=all" / "summary.json"
+    summary = work / "finetune" / "cls" / "layout=none,unshare=all" / "seed_1" / "summary.json"
     stamp = summary.stat().st_mtime_ns
     again = sweep_cli("--config", str(config), "--workdir", str(work)).stdout
-    assert "sweep: 6 steps, 6 already done" in again and "..." not in again
+    assert "sweep: 10 steps, 10 already done" in again and "..." not in again
     assert summary.stat().st_mtime_ns == stamp
 
-    # an interrupted point (its summary never written) is the only step run again, here
+    # an interrupted seed (its summary never written) is the only step run again, here
     # through submitit's local executor (the cluster path, on this machine)
     summary.unlink()
     done = sweep_cli("--config", str(config), "--workdir", str(work), "--launcher=local")
     assert "group 1: job" in done.stdout and "group 0: job" in done.stdout
     log = "".join(p.read_text() for p in (work / "submitit").glob("**/*_log.out"))
     assert log.count("already done") == 2 and log.count(" ...") == 1
-    assert "cls layout=none,unshare=all ..." in log
+    assert "cls layout=none,unshare=all seed 1 ..." in log
     assert summary.exists()
 
 
@@ -322,7 +326,7 @@ def test_the_shipped_tiny_sweep_runs_end_to_end(tmp_path):
     every point and seed with its step and wall times. ~5 minutes on two CPU cores."""
     work = tmp_path / "sw"
     out = sweep_cli("--config", "configs/sweeps/tiny.py", "--workdir", str(work)).stdout
-    assert "sentiment dataset ..." in out and "sweep: 6 steps, 0 already done" in out
+    assert "sentiment dataset ..." in out and "sweep: 10 steps, 0 already done" in out
     data = work / "data" / "finetune" / "sentiment"
     assert (data / "train.jsonl").exists() and (data / "test.jsonl").exists()
     seed = work / "finetune" / "sentiment" / "layout=none,unshare=all" / "seed_1"
@@ -370,6 +374,7 @@ def test_a_tiny_study_runs_end_to_end(tmp_path):
             "log_every": 1, "progress_bar": False,
         },
         seeds=(0, 1),
+        results=str(tmp_path / "kept"),  # the repository's folder of finished cells
     )  # fmt: skip
     config = tmp_path / "tiny_study.py"
     config.write_text(
@@ -378,18 +383,46 @@ def test_a_tiny_study_runs_end_to_end(tmp_path):
     )
     work = tmp_path / "sw"
     out = sweep_cli("--config", str(config), "--workdir", str(work)).stdout
-    assert "sweep: 4 steps, 0 already done" in out  # pretraining, 2 layouts, the control
-    md = (work / "results.md").read_text()
+    assert "sweep: 7 steps, 0 already done" in out  # pretraining, 3 points (control) x 2 seeds
+    kept = tmp_path / "kept"
+    md = (kept / "results.md").read_text()  # the report is the kept cells'
+    assert not (work / "results.md").exists()
     head = next(line for line in md.splitlines() if line.startswith("| unshare |"))
     for col in ("test Welch p vs shared", "MDE (α .05, power .8)", "collapsed seeds", "lr"):
         assert f"| {col} |" in head
     assert len(table(md, "| all |")) == 2  # the score table and the drift table
-    with open(work / "results.csv") as f:
+    with open(kept / "results.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 3 * 2 and all(r["learning_rate"] for r in rows)  # searched per point
     unshared = [r for r in rows if r["finetune.unshare"] == "all"]
     assert all(float(r["drift_attention"]) > 0 for r in unshared)
     assert not any(r.get("drift_attention") for r in rows if r not in unshared)
     for name in ("cls_scores", "cls_dev_curves", "cls_drift"):
-        assert (work / "plots" / f"{name}.png").exists(), name
+        assert (kept / "plots" / f"{name}.png").exists(), name
     assert [p.name() for p in points(tiny)] == ["unshare=default", "unshare=all"]
+
+    # What is kept: small files only, each cell with the pretraining's fingerprint
+    fingerprint = json.loads((kept / "pretrain" / "base" / "fingerprint.json").read_text())
+    cells = sorted(kept.glob("finetune/cls/*/seed_*/cell.json"))
+    assert len(cells) == 6
+    assert {json.loads(c.read_text())["fingerprint"] for c in cells} == {fingerprint["sha256"]}
+    assert not list(kept.glob("**/checkpoints")) and not list(kept.glob("**/predictions"))
+    assert max(f.stat().st_size for f in kept.glob("finetune/**/*") if f.is_file()) < 100_000
+
+    # A fresh checkout: the sweep directory is gone; the pretraining is rebuilt, matches, and
+    # every kept cell is done without running; the report comes out the same
+    shutil.rmtree(work)
+    again = sweep_cli("--config", str(config), "--workdir", str(work)).stdout
+    ran = [line for line in again.splitlines() if line.endswith(" ...")]
+    assert len(ran) == 2 and "data " in ran[0] and "pretrain base" in ran[1]  # no cell ran
+    assert (kept / "results.md").read_text() == md
+    assert (work / "finetune" / "cls" / "unshare=all" / "summary.json").exists()  # restored
+    # the report from the kept cells alone
+    (kept / "results.md").unlink()
+    shutil.rmtree(work)
+    sweep_cli("--config", str(config), "--workdir", str(work), "--report_only")
+    assert (kept / "results.md").read_text() == md
+    # another pretraining (a changed fingerprint) cannot resume them: the sweep says so
+    (kept / "pretrain" / "base" / "fingerprint.json").write_text('{"sha256": "0123456789abcdef"}')
+    done = sweep_cli("--config", str(config), "--workdir", str(work), check_rc=False)
+    assert done.returncode != 0 and "is not the pretraining the kept results" in done.stderr
