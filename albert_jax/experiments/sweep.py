@@ -247,10 +247,13 @@ class Kept:
         with open(record) as f:
             return json.load(f)["sha256"]
 
-    def check_pretraining(self) -> None:
-        """A rebuilt pretraining must be the one the kept cells started from."""
+    def keep_pretraining(self) -> None:
+        """The pretraining's files kept (once), after checking that a rebuilt one is the one the
+        kept cells started from."""
         kept = os.path.join(self.path(self.pretrain_dir), FINGERPRINT)
         if not os.path.exists(kept):
+            self.fingerprint()  # computed and written beside the model, then kept
+            self.keep(self.pretrain_dir, cell=False)
             return
         with open(kept) as f:
             theirs = json.load(f)["sha256"]
@@ -372,12 +375,6 @@ def steps(sweep: Sweep, group: list[Point], workdir: str) -> list[Step]:
     pre = {**sweep.pretrain, **first.scope("pretrain"), "data.data_dir": ddir}
     pre_flags = [_flag(k, v) for k, v in pre.items()]
 
-    def pretrained():
-        if kept:
-            kept.fingerprint()  # computed and written beside the model, then kept
-            kept.check_pretraining()
-            kept.keep(pdir, cell=False)
-
     out = [
         Step(
             "pretrain",
@@ -385,7 +382,7 @@ def steps(sweep: Sweep, group: list[Point], workdir: str) -> list[Step]:
             py + ["pretrain", "--config", sweep.pretrain_config, "--workdir", pdir] + pre_flags,
             pdir,
             os.path.join(pdir, "model", "checkpoint.json"),
-            after=pretrained,
+            after=kept.keep_pretraining if kept else None,
         )
     ]
     model = f"{pdir}/model"
@@ -439,6 +436,7 @@ def _merge(fdir: str, seeds: tuple[int, ...]) -> None:
 def _seed_done(kept: Kept | None, fdir: str, sdir: str, seeds: tuple[int, ...]) -> None:
     _merge(fdir, seeds)
     if kept:
+        kept.keep_pretraining()  # also when it was built before the sweep kept anything
         kept.keep(sdir, cell=True)
         kept.keep(fdir, cell=False)
 
