@@ -331,3 +331,78 @@ def test_report_shows_the_cross_task_accuracies(tmp_path):
 def test_one_seed_shows_no_spread():
     assert sweep_report._ms([0.7884]) == "78.84"  # not "78.84 ± 0.00"
     assert sweep_report._ms([0.70, 0.80]) == "75.00 ± 7.07"
+
+
+def test_kept_cells_are_restored_only_for_their_own_pretraining(tmp_path, pretrained):
+    """`Sweep.results`: a finished seed's small files are copied to the mirror with the
+    pretraining's fingerprint; in a fresh sweep directory the cell is done (its files restored
+    and the point's summary merged) when the rebuilt pretraining has that fingerprint, and
+    runs again when it has another."""
+    import json
+    import shutil
+
+    from albert_jax.experiments.sweep import Kept, Step, fingerprint, merge_seeds
+
+    work, kept_dir = tmp_path / "sw", tmp_path / "kept"
+    pdir = work / "pretrain" / "base"
+    shutil.copytree(pretrained, pdir / "model")
+    kept = Kept(str(kept_dir), str(work), str(pdir))
+    fdir = work / "finetune" / "t" / "base"
+    for seed, acc in ((0, 0.5), (1, 0.7)):
+        sdir = fdir / f"seed_{seed}"
+        res = {"metric": "accuracy", "dev": {"accuracy": acc}, "test": {"accuracy": acc},
+               "dev_first_epoch": acc, "dev_last": acc, "best_step": 2}  # fmt: skip
+        write_json(str(sdir / "summary.json"), {"per_seed": {str(seed): res}, "metric": "accuracy",
+                                                 "layout": "all", "lr_search": {"chosen": seed}})  # fmt: skip
+        write_json(str(sdir / "checkpoints" / "big"), {})  # never kept
+        kept.keep_pretraining()
+        kept.keep(str(sdir), cell=True)
+    merged = merge_seeds(str(fdir), (0, 1))
+    assert merged["seeds"] == [0, 1] and merged["lr_search"] == {"chosen": 0}  # the first's
+    assert merged["test"]["accuracy"]["mean"] == pytest.approx(0.6)
+    cell = json.loads((kept_dir / "finetune/t/base/seed_1/cell.json").read_text())
+    assert cell["fingerprint"] == fingerprint(str(pdir / "model")) and "device" in cell
+    assert not (kept_dir / "finetune/t/base/seed_1/checkpoints").exists()
+    assert (kept_dir / "pretrain/base/model/config.json").exists()
+
+    def step(workdir):
+        sdir = workdir / "finetune" / "t" / "base" / "seed_1"
+        k = Kept(str(kept_dir), str(workdir), str(workdir / "pretrain" / "base"))
+        fd = str(sdir.parent)
+        return Step("finetune", "t", ["true"], str(sdir), str(sdir / "summary.json"), kept=k,
+                    restored=lambda: write_json(fd + "/summary.json", merge_seeds(fd, (0, 1))))  # fmt: skip
+
+    fresh = tmp_path / "fresh"
+    assert not step(fresh).done()  # no pretraining yet: nothing to match
+    shutil.copytree(pretrained, fresh / "pretrain" / "base" / "model")
+    assert step(fresh).done()  # the same pretraining: restored, the point merged
+    restored = fresh / "finetune/t/base/seed_1/summary.json"
+    assert json.loads(restored.read_text())["per_seed"]["1"]["test"]["accuracy"] == 0.7
+    assert json.loads((fresh / "finetune/t/base/summary.json").read_text())["seeds"] == [1]
+    other = tmp_path / "other"
+    shutil.copytree(pretrained, other / "pretrain" / "base" / "model")
+    (other / "pretrain" / "base" / "fingerprint.json").write_text('{"sha256": "f00"}')
+    assert not step(other).done()  # another pretraining: the cell runs again
+    with pytest.raises(SweepError, match="is not the pretraining the kept results"):
+        Kept(str(kept_dir), str(other), str(other / "pretrain" / "base")).keep_pretraining()
+
+
+def test_the_fingerprint_sees_one_changed_bit(tmp_path, pretrained):
+    import shutil
+
+    import numpy as np
+
+    from albert_jax.checkpoints import checkpoint
+    from albert_jax.experiments.sweep import fingerprint
+
+    config, params = checkpoint.load(pretrained)
+    again = str(tmp_path / "again")
+    checkpoint.save(again, config, params)
+    assert fingerprint(again) == fingerprint(pretrained)  # written again: the same
+    emb = np.array(params["embeddings"]["word_embeddings"])
+    emb.view(np.uint32)[0, 0] ^= 1  # one bit of one parameter
+    params["embeddings"]["word_embeddings"] = emb
+    changed = str(tmp_path / "changed")
+    checkpoint.save(changed, config, params)
+    assert fingerprint(changed) != fingerprint(pretrained)
+    shutil.rmtree(changed)

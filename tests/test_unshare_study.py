@@ -355,6 +355,14 @@ def test_the_study_searches_the_rate_of_every_task_and_can_run_some_tasks():
     some = load(STUDY + ":sentiment,headlines")
     assert list(some.tasks) == ["sentiment", "headlines"] and some.grid == sweep.grid
     check(some)
+    # the hard cells first: some layouts of some tasks, kept in the repository, dev sampled
+    hard = load(STUDY + ":relation@default,all")
+    assert list(hard.tasks) == ["relation"] and hard.grid == {"finetune.unshare": ["", "all"]}
+    assert hard.results == "results/unshare_study" and hard.random_init
+    assert hard.finetune == {"evals.dev.sample": 1000}
+    check(hard)
+    with pytest.raises(SweepError, match="unknown layout"):
+        load(STUDY + ":relation@alll")
     with pytest.raises(SweepError, match="unknown task"):
         load(STUDY + ":sentimant")
     with pytest.raises(SweepError, match="searched.py:TASK"):
