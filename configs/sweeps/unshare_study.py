@@ -1,58 +1,53 @@
-"""Does unsharing help? Issue 37's study: shared against three unshared layouts, each with its
-own learning rate chosen on dev, five seeds a cell, five tasks, and the layers' drift.
+"""Does unsharing help? Issue 37's study, made cheap and kept (issue 54): shared against three
+unshared layouts, each with its own learning rate chosen on dev, five seeds a cell, five tasks,
+the random-init control, and the layers' drift.
 
   uv run python -m finetune.prepare sentiment      # cpu_base.py's in-domain text, once
+  uv run python -m pretrain.sweep --config configs/sweeps/unshare_study.py:relation@default,all \
+      --workdir runs/sw_unshare_study                 # the hard cells first, a task at a time
   uv run python -m pretrain.sweep --config configs/sweeps/unshare_study.py \
-      --workdir runs/sw_unshare_study
-  uv run python -m pretrain.sweep --config configs/sweeps/unshare_study.py:sentiment,ner \
-      --workdir runs/sw_unshare_study                 # some of the tasks (same directory)
+      --workdir runs/sw_unshare_study                 # everything (done cells are skipped)
+  uv run python -m pretrain.sweep --config configs/sweeps/unshare_study.py \
+      --workdir runs/sw_unshare_study --report_only   # the report from the kept cells alone
+
+`unshare_study.py:TASK,...@LAYOUT,...` runs some tasks and layouts (default = the checkpoint's
+shared block, all, attention, ffn); the random-init control comes with every selection.
+
+Kept cells (`Sweep.results` = results/unshare_study, committed): every finished seed of every
+point (and its first seed's learning-rate search) copies its small files there with the
+pretraining checkpoint's fingerprint, and the report (results.md, results.csv, plots/) is
+written there. A later checkout runs the same command: the pretraining is rebuilt (it rebuilds
+bit for bit: the fingerprint must match, or the sweep stops) and every kept cell is restored
+instead of run, so the study resumes where the last checkout stopped.
 
 Pretraining: `configs/pretrain/cpu_base.py`, the recipe behind the project's main checkpoint
-(`runs/cpu_base/model`, docs/results.md section 1). A sweep cannot start from an existing
-checkpoint (each group pretrains its own), so the study builds that model again in
-DIR/pretrain/base (28 minutes; the recipe reproduced its published held-out figures when rebuilt,
-results.md section 6). Its corpus reads the sentiment *training* texts from
-`data/finetune/sentiment/train.jsonl` under the current directory: hence the prepare line above
-(the same deterministic split the sweep builds for fine-tuning under DIR).
+(`runs/cpu_base/model`, docs/results.md section 1), built again in DIR/pretrain/base (about 30
+minutes). Its corpus reads the sentiment *training* texts from
+`data/finetune/sentiment/train.jsonl` under the current directory: hence the prepare line above.
 
 Fine-tuning, from that model, for each task (`searched.py`: the task's own config with the
 learning rate searched on dev, `albert_jax.jobs.lr_search`, on seed 0 of each point, so each
-layout and the control gets its own rate) and each layout, `finetune.unshare` = '' (the
-checkpoint's shared block), all, attention, ffn (per-layer copies of both sub-blocks, of the
-attention only, of the FFN only), plus the random-init control (`init=none`, the same shape and
-tokenizer), seeds 0-4:
+layout and the control gets its own rate; seeds 1-4 train at the rate seed 0 chose) and each
+layout, plus the random-init control (`init=none`, the same shape and tokenizer), seeds 0-4:
 
 - sentiment (reviews, accuracy), ner (People's Daily entities, F1), relation (triples, F1),
   entities (UniLM seq2seq generation, character F1), headlines (held-out classification, suite.py)
 
-Each run evaluates dev once per epoch (the report's dev curves) and an unshared one records each
-layer's distance from the shared start and the layers' similarity at each evaluation
-(`drift.jsonl`, `FinetuneTask.on_evaluation`). The report (results.csv, results.md, plots/):
-per task and layout mean ± std over seeds, Welch's p and the minimum detectable difference
-against the shared layout, collapsed seeds, the searched rate, dev after epoch 1, the layer drift
-table, and the plots (score by layout with each seed, dev curves, layer drift).
+Cheaper, same question (issue 54): the search's trials and each epoch's dev pass score a fixed
+sample of `DEV_SAMPLE` dev examples (`evals.dev.sample`, drawn once: the same for every run;
+relation's dev has fewer, so all of it); the best epoch's final dev and test score the whole
+sets. Generation is greedy on device with the key/value cache, the batch stopping once every
+row has ended (`albert_jax.model.decoding`). `benchmarks/dev_sample.py` compares the sampled
+point with the whole-dev one on the same seeds (docs/performance.md).
 
-CPU time, estimated (not measured as a whole): about 45 hours on a quiet 2-core machine, more
-beside other jobs; entities' generated evaluations are half of it. 25 points (5 tasks x 4
-layouts + random init), each one search (trials of half a run's steps, each trial scored on the
-whole dev set) and 5 seeds (dev once per epoch, then dev and test with the best weights).
-Anchors: headlines' points in docs/results.md section 6 (search + 5 seeds of 750 steps of
-32 x 32 tokens: 1027-1230 s; median step 0.20-0.24 s in runs/suite/headlines_*/seed_*/
-metrics.jsonl; a dev pass of 1,004 texts ~4.8 s in their train.log). Each task's cost relative
-to headlines: interleaved timings with the cpu_base model (10 steps and a 128-example dev pass
-per task and round, medians of 3 rounds, on a loaded machine): a training step 2.2x
-(sentiment), 2.8x (ner), 4.4x (relation), 4.6x (entities); an evaluated example 3.1x, 4.2x,
-6.4x, and 29x for entities, which generates its targets token by token. Per point, then:
-sentiment ~50 min (874 steps), ner ~95 (800 steps, a dev of 4,500 sentences scored 5 times a
-seed), relation ~80 (770 steps, 10 epochs of dev), entities ~4.3 hours (1,286 steps; 2,658 dev
-and 2,580 test generations ~6 minutes a pass, 4 passes a seed and 3 in the search), headlines
-~20: 8.4 hours a point, 42 for the 25, plus a few % for the unshared layouts (docs/results.md
-section 5: 8 % a step for albert-base; none measurable for headlines) and 30 minutes of
-pretraining and data. A search whose trials all collapse runs them again longer (up to 4x the
-search's cost, poems in section 6). The sweep resumes step by step (a finished run is skipped,
-an interrupted one resumes from its checkpoint), and `unshare_study.py:TASK,TASK` runs only those
-tasks in the same directory (the pretraining is shared): a task at a time, each with its table,
-then the whole command for the report over all five (`--report_only` writes it at any point).
+Each run evaluates dev once per epoch (the report's dev curves; dev after epoch 1 is the founding
+write-up's early figure) and an unshared one records each layer's distance from the shared start
+and the layers' similarity at each evaluation (`drift.jsonl`). The report: per task and layout
+mean ± std over seeds, Welch's p and the minimum detectable difference against the shared
+layout, collapsed seeds, the searched rate, dev after epoch 1, the layer drift table, and plots.
+
+CPU cost, measured per cell in the kept sweep_step.json files (docs/results.md gives the
+figures): a point is its search (half a run's steps over three trials) and five seeds.
 """
 
 from albert_jax.experiments.sweep import Sweep
