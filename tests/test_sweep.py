@@ -6,6 +6,7 @@ submitit's local executor): tests/integration/test_sweep_runs.py."""
 from __future__ import annotations
 
 import csv
+import glob
 import math
 import os
 
@@ -352,8 +353,8 @@ def test_kept_cells_are_restored_only_for_their_own_pretraining(tmp_path, pretra
         sdir = fdir / f"seed_{seed}"
         res = {"metric": "accuracy", "dev": {"accuracy": acc}, "test": {"accuracy": acc},
                "dev_first_epoch": acc, "dev_last": acc, "best_step": 2}  # fmt: skip
-        write_json(str(sdir / "summary.json"), {"per_seed": {str(seed): res}, "metric": "accuracy",
-                                                 "layout": "all", "lr_search": {"chosen": seed}})  # fmt: skip
+        summary = {"per_seed": {str(seed): res}, "metric": "accuracy", "layout": "all"}
+        write_json(str(sdir / "summary.json"), {**summary, "lr_search": {"chosen": seed}})
         write_json(str(sdir / "checkpoints" / "big"), {})  # never kept
         kept.keep_pretraining()
         kept.keep(str(sdir), cell=True)
@@ -369,8 +370,12 @@ def test_kept_cells_are_restored_only_for_their_own_pretraining(tmp_path, pretra
         sdir = workdir / "finetune" / "t" / "base" / "seed_1"
         k = Kept(str(kept_dir), str(workdir), str(workdir / "pretrain" / "base"))
         fd = str(sdir.parent)
-        return Step("finetune", "t", ["true"], str(sdir), str(sdir / "summary.json"), kept=k,
-                    restored=lambda: write_json(fd + "/summary.json", merge_seeds(fd, (0, 1))))  # fmt: skip
+
+        def merged():
+            write_json(fd + "/summary.json", merge_seeds(fd, (0, 1)))
+
+        done = str(sdir / "summary.json")
+        return Step("finetune", "t", ["true"], str(sdir), done, kept=k, restored=merged)
 
     fresh = tmp_path / "fresh"
     assert not step(fresh).done()  # no pretraining yet: nothing to match
@@ -406,3 +411,23 @@ def test_the_fingerprint_sees_one_changed_bit(tmp_path, pretrained):
     checkpoint.save(changed, config, params)
     assert fingerprint(changed) != fingerprint(pretrained)
     shutil.rmtree(changed)
+
+
+def test_report_warns_when_a_tasks_cells_ran_on_different_devices(tmp_path):
+    """Kept cells record their machine (cell.json): a task whose arms ran on two kinds of
+    device says so above its table; one kind says nothing."""
+    sweep = grid_sweep(tasks={"sentiment": "configs/finetune/sentiment.py"}, seeds=(0, 1))
+    sweep.grid.pop("pretrain.data.mode")
+    work = str(tmp_path)
+    fake_results(work, sweep, {p.name(): [0.8, 0.8] for p in points(sweep)})
+    cells = sorted(glob.glob(os.path.join(work, "finetune", "sentiment", "*", "seed_*")))
+    for sdir in cells:
+        write_json(os.path.join(sdir, "cell.json"), {"device": "cpu: cpu"})
+    assert "kinds of device" not in sweep_report.write(sweep, work)
+    write_json(os.path.join(cells[0], "cell.json"), {"device": "gpu: NVIDIA H100"})
+    text = sweep_report.write(sweep, work)
+    assert (
+        "Warning: this task's cells ran on 2 kinds of device (cpu: cpu; gpu: NVIDIA H100)" in text
+    )
+    rows = sweep_report.collect(sweep, work)
+    assert sorted({r["device"] for r in rows}) == ["cpu: cpu", "gpu: NVIDIA H100"]

@@ -40,7 +40,7 @@ import os
 import statistics
 from typing import Any
 
-from albert_jax.experiments.sweep import Sweep, control_points, groups, read_record
+from albert_jax.experiments.sweep import CELL, Sweep, control_points, groups, read_record
 from albert_jax.model.albert import count_params
 from albert_jax.model.config import AlbertConfig
 from albert_jax.scoring.metrics import higher_is_better, min_detectable_difference, welch_t
@@ -197,6 +197,9 @@ def collect(sweep: Sweep, workdir: str) -> list[dict[str, Any]]:
                     if search.get("fallback"):  # every trial collapsed: the rate by model size
                         row["learning_rate_fallback"] = True
                     row.update(last_drift(sdir))
+                    cell = _json(os.path.join(sdir, CELL))  # a kept cell's machine
+                    if cell.get("device"):
+                        row["device"] = cell["device"]
                     if read_record(sdir):  # the seed ran as its own step
                         row["finetune_step_s"] = steady_step_time(sdir)
                         row["finetune_wall_s"] = wall_time(sdir)
@@ -309,7 +312,12 @@ def markdown(sweep: Sweep, rows: list[dict]) -> str:
             rates = any(_learning_rate(r) is not None for r in table)
             cols += ["lr"] if rates else []
             cols += [f"dev {metric} after epoch 1", "seeds", "s/step"]
-            out += [f"### {task} ({metric}, %; mean ± std over seeds)", "", _row(cols)]
+            out += [f"### {task} ({metric}, %; mean ± std over seeds)", ""]
+            devices = sorted({r["device"] for r in trows if r.get("device")})
+            if len(devices) > 1:  # a difference between arms must not be one between machines
+                out += [f"Warning: this task's cells ran on {len(devices)} kinds of device "
+                        f"({'; '.join(devices)}): compare arms run on one.", ""]  # fmt: skip
+            out.append(_row(cols))
             out.append(_row(["---"] * len(cols)))
             scale = _scale([r.get(f"{x}_{metric}") for r in trows for x in ("dev", "test")])
             notes = []
