@@ -1,7 +1,8 @@
 """`python -m finetune.baseline NAME --data DIR`: dev/test metrics of a simple non-neural baseline,
 one JSON line: sentiment, headlines, library, poems, hsk and genre TF-IDF + logistic regression; ner
 greedy longest match of train's entity strings; seg each character's most frequent train tag;
-entities the ner dictionary's matches written as the generation target."""
+entities the ner dictionary's matches written as the generation target; relations every train
+(subject, object) pair found in a text, with its usual predicate."""
 
 from __future__ import annotations
 

@@ -531,3 +531,33 @@ def test_ner_baseline_leaves_out_single_characters(built):
 def test_seg_baseline(built):
     result = baselines.baseline_tagging(built["seg"][0], "BMES")
     assert 0.5 < result["dev"]["f1"] < 0.9
+
+
+def test_relation_baseline_predicts_remembered_pairs_with_their_usual_predicate(tmp_path):
+    """Every train (subject, object) pair found in a text is predicted with its most frequent
+    predicate; scored by exact-triple F1 (precision 1/2, recall 1/2 here)."""
+
+    def spo(s, p, o):
+        return {"subject": s, "predicate": p, "object": o}
+
+    rows = {
+        "train": [
+            {"text": "主席江泽民", "spo_list": [spo("江泽民", "职务", "主席")]},
+            {"text": "江泽民主席", "spo_list": [spo("江泽民", "职务", "主席")]},
+            {"text": "主席江泽民在北京", "spo_list": [spo("江泽民", "所属地区", "主席")]},
+            {"text": "北京李鹏", "spo_list": [spo("李鹏", "所属地区", "北京")]},
+        ],
+        "dev": [{"text": "江泽民主席", "spo_list": [spo("江泽民", "职务", "主席")]}],
+        "test": [
+            {"text": "主席江泽民", "spo_list": [spo("江泽民", "职务", "主席")]},
+            {"text": "李鹏在北京", "spo_list": [spo("李鹏", "职务", "北京")]},  # another predicate
+            {"text": "朱镕基", "spo_list": [spo("朱镕基", "职务", "朱镕基")]},  # never seen
+        ],
+    }
+    for split, records in rows.items():
+        with open(tmp_path / f"{split}.jsonl", "w") as f:
+            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    out = baselines.baseline_relations(tmp_path)
+    assert out["dev"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
+    assert out["test"]["precision"] == 0.5 and out["test"]["recall"] == pytest.approx(1 / 3)
+    assert out["test"]["f1"] == pytest.approx(0.4)

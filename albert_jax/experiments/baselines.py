@@ -1,8 +1,8 @@
 """Non-neural baselines on the offline datasets, printed beside every neural result (`python -m
 finetune.baseline NAME`): character TF-IDF + logistic regression (sentiment and the
 classification suite: headlines, library, poems, hsk, genre), the most frequent tag per word
-(seg), a train-entity dictionary with longest match (ner, entities), and each split's majority
-class."""
+(seg), a train-entity dictionary with longest match (ner, entities), remembered train triples
+(relations), and each split's majority class."""
 
 from __future__ import annotations
 
@@ -142,10 +142,37 @@ def baseline_entities(data_dir: str | os.PathLike, min_length: int = NER_MIN_LEN
     return out
 
 
+def baseline_relations(data_dir: str | os.PathLike) -> dict:
+    """Remembered triples: every (subject, object) pair of the train triples, with its most
+    frequent predicate (ties: alphabetical), is predicted in a dev/test text that contains both
+    strings; scored by exact-triple F1 as the relation task scores (`triple_metrics`); the
+    majority class (no triple) scores 0."""
+    from albert_jax.tasks.relation import read_duie, triple_metrics
+
+    sets = {s: read_duie(os.path.join(data_dir, f"{s}.jsonl"))[0] for s in SPLITS}
+    counts: dict[tuple[str, str], collections.Counter] = collections.defaultdict(
+        collections.Counter
+    )
+    for ex in sets["train"]:
+        for t in ex.triples:
+            counts[(t.subject, t.object)][t.predicate] += 1
+    pairs = {k: min(c.items(), key=lambda kv: (-kv[1], kv[0]))[0] for k, c in counts.items()}
+    out = {}
+    for split in ("dev", "test"):
+        gold = [ex.gold() for ex in sets[split]]
+        pred = [
+            {(a, p, b) for (a, b), p in pairs.items() if a != b and a in ex.text and b in ex.text}
+            for ex in sets[split]
+        ]
+        out[split] = triple_metrics(gold, pred)
+    return out
+
+
 BASELINES = {
     "sentiment": baseline_tfidf,
     **dict.fromkeys(("headlines", "library", "poems", "hsk", "genre"), baseline_tfidf),
     "ner": baseline_ner,
     "entities": baseline_entities,
+    "relations": baseline_relations,
     "seg": lambda d: baseline_tagging(d, "BMES"),
 }
