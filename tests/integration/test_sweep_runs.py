@@ -147,8 +147,9 @@ def test_dry_run_and_the_print_launcher_cover_exactly_the_same_steps(tmp_path):
     config = "configs/sweeps/tiny.py"
     work = str(tmp_path / "sw")
     full = _commands(sweep_cli("--config", config, "--workdir", work, "--dry_run").stdout)
-    # the sentiment dataset and the corpus, then 2 groups of (pretrain, sentiment x 2 unshare)
-    assert len(full) == 2 + 2 * 3 and "finetune.prepare sentiment" in full[0]
+    # the sentiment dataset and the corpus, then 2 groups of (pretrain, sentiment x 2 unshare x
+    # 2 seeds, each seed its own run)
+    assert len(full) == 2 + 2 * 5 and "finetune.prepare sentiment" in full[0]
     jobs = _commands(sweep_cli("--config", config, "--workdir", work, "--launcher=print").stdout)
     assert len(jobs) == 2 and all(f"--group={i}" in j for i, j in enumerate(jobs))
     per_job = []
@@ -210,8 +211,8 @@ def test_tiny_sweep_runs_resumes_without_redoing_and_submits(tmp_path):
         point = work / "finetune" / "cls" / row["point"]
         record = json.loads((point / "seed_0" / "lr_search.json").read_text())
         assert float(row["learning_rate"]) == record["chosen"]
-        config = json.loads((point / "seed_1" / "config.json").read_text())
-        assert config["optim"]["learning_rate"] == record["chosen"]
+        later = json.loads((point / "seed_1" / "config.json").read_text())
+        assert later["optim"]["learning_rate"] == record["chosen"]
         assert not (point / "seed_1" / "lr_search.json").exists()
         rates = [t["learning_rate"] for t in record["trials"]]  # 3 a round (retries: more rounds)
         assert len(set(rates)) == 3 and len(rates) % 3 == 0
