@@ -89,6 +89,8 @@ def seed_run(args, seed: int, rate: float, workdir: str) -> dict:
     config.evals.dev_all = dataclasses.asdict(EvalConfig(split="dev"))  # the whole dev, each epoch
     config.evals.test.every = 0  # test at every epoch too (read at either side's best)
     summary = runs.run(config, workdir)
+    if not summary:  # SIGTERM: its checkpoint is saved
+        raise SystemExit(f"stopped in {workdir}: rerun the same command to resume")
     metric = summary["metric"]
     res = json.load(open(os.path.join(workdir, "results.json")))
     mode = "min" if "loss" in metric else "max"
