@@ -269,10 +269,7 @@ class Kept:
         """Copy the step's small files to the mirror; a fine-tuning `cell` also gets `CELL`: the
         pretraining's fingerprint and the machine it ran on."""
         dest = self.path(step_dir)
-        for rel in KEEP:
-            if os.path.exists(os.path.join(step_dir, rel)):
-                os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
-                shutil.copyfile(os.path.join(step_dir, rel), os.path.join(dest, rel))
+        _copy(step_dir, dest, KEEP)
         if cell:
             _write_json(os.path.join(dest, CELL), {"fingerprint": self.fingerprint(), **machine()})
 
@@ -286,11 +283,16 @@ class Kept:
         with open(os.path.join(src, CELL)) as f:
             if json.load(f).get("fingerprint") != self.fingerprint():
                 return False
-        for rel in (*KEEP, CELL):
-            if os.path.exists(os.path.join(src, rel)):
-                os.makedirs(os.path.dirname(os.path.join(step_dir, rel)), exist_ok=True)
-                shutil.copyfile(os.path.join(src, rel), os.path.join(step_dir, rel))
+        _copy(src, step_dir, (*KEEP, CELL))
         return True
+
+
+def _copy(src: str, dest: str, rels) -> None:
+    """The files `rels` (paths under `src`) that exist, to the same paths under `dest`."""
+    for rel in rels:
+        if os.path.exists(os.path.join(src, rel)):
+            os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
+            shutil.copyfile(os.path.join(src, rel), os.path.join(dest, rel))
 
 
 # What `Sweep.results` keeps of a finished step (paths under its directory): kilobytes; the
