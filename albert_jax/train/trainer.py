@@ -39,7 +39,7 @@ from etils import epath
 from flax import traverse_util
 from jax.sharding import NamedSharding, PartitionSpec
 
-from albert_jax import paths
+from albert_jax import paths, provenance
 from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.train_state import Checkpointer
 from albert_jax.model.albert import target_platform
@@ -371,7 +371,7 @@ def train(config, workdir: str, job: Job, plan: Plan | None = None) -> dict[str,
 # What a run writes into its workdir, all of it rebuilt from the checkpoints or from step 0.
 RUN_OUTPUTS = (
     "checkpoints", "best", "best.json", "metrics.jsonl", "results.json", "tensorboard",
-    "predictions",
+    "predictions", provenance.RUN_FILE,
 )  # fmt: skip
 
 
@@ -409,6 +409,8 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
     use_compilation_cache(t.compilation_cache_dir, workdir)
     run = compile_task(config, job, plan=plan)
     mesh, shardings, callbacks = run.mesh, run.shardings, job.callbacks
+    if is_main:
+        record_start(workdir, mesh)
     batch_size = int(job.global_batch_size)
     with run.scope():
         step_fn, evaluate = run.step_fn, run.evaluate
@@ -534,6 +536,15 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
     if is_main:
         print(json.dumps({"step": step, **last}), flush=True)
     return last
+
+
+def record_start(workdir: str, mesh) -> None:
+    """Appends this start's provenance (`albert_jax.provenance`) to WORKDIR/provenance.jsonl:
+    one record per start, since a resumed run may run other code or on other machines. The file
+    is rewritten whole (an object store has no append): once per start, a few lines."""
+    path = paths.join(workdir, provenance.RUN_FILE)
+    rows = epath.Path(path).read_bytes().decode() if paths.is_file(path) else ""
+    paths.write_text(path, rows + json.dumps(provenance.collect(mesh), sort_keys=True) + "\n")
 
 
 def use_compilation_cache(where: str, workdir: str) -> None:
