@@ -133,6 +133,12 @@ def test_timed_input_charges_the_loops_input_calls():
     assert g.summary()["input_s"] == 3
 
 
+def test_start_over_deletes_goodput_json(tmp_path):
+    (tmp_path / "goodput.json").write_text("{}")
+    trainer.start_over(str(tmp_path))
+    assert not (tmp_path / "goodput.json").exists()
+
+
 def _goodput_rows(workdir):
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
         return [r for r in map(json.loads, f) if r["split"] == "goodput"]
