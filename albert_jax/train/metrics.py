@@ -67,13 +67,14 @@ class MetricWriter:
 
 
 def _kept(line: str, resume_step: int) -> bool:
-    """A metrics.jsonl row written before `resume_step` (or its training row); a line cut by
-    a kill is dropped."""
+    """A metrics.jsonl row written before `resume_step` (or its training and goodput rows); a
+    line cut by a kill is dropped."""
     try:
         row = json.loads(line)
     except ValueError:
         return False
-    return row["step"] < resume_step or (row["step"] == resume_step and row["split"] == "train")
+    at = row["step"] == resume_step and row["split"] in ("train", "goodput")
+    return row["step"] < resume_step or at
 
 
 def _console_filter(record: logging.LogRecord) -> bool:
