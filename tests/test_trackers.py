@@ -225,32 +225,42 @@ def _worker(store, spec, env=None):
     return cmd, env
 
 
-@pytest.mark.slow  # two short trainer processes (~40 s on two busy cores)
+@pytest.mark.slow  # two short trainer processes (~35 s on two busy cores)
 def test_a_bucket_run_shows_its_metrics_live_and_a_kill_loses_only_the_unsynced(bucket):
-    """A run stalled after its checkpoint at step 2 (its input sleeps at batch 3) has its rows to
-    step 2, TensorBoard events and train.log in the bucket, seen from this process while it
-    runs; the rows after that sync (step 3) are not there. Killed with SIGKILL and rerun, it
-    ends with each row of metrics.jsonl exactly once and no part files."""
+    """A run checkpointed at step 3, then stalled (its input sleeps at batch 5, fetched after
+    step 5 ran, before that step's row) has its rows to step 3, TensorBoard events and train.log
+    in the bucket, seen from this process while it is stopped; step 4's row, logged after that
+    sync (its TensorBoard event is in the local mirror), is not there. Killed with SIGKILL and
+    rerun, it ends with each row of metrics.jsonl exactly once and no part files."""
+    from test_trainer import _tb_events
+
     store, cwd = bucket
     work = store / "b" / "run"
-    config = {"total_steps": 6, "checkpoint_every": 2, "log_every": 1, "metrics_sync_s": 1e9}
-    cmd, env = _worker(store, {"workdir": RUN, "config": config, "sleep_from": 3})
+    events = os.path.join(paths.local_mirror(RUN), "tensorboard")  # the run's TMPDIR is ours
+    config = {"total_steps": 6, "checkpoint_every": 3, "log_every": 1, "metrics_sync_s": 1e9}
+    cmd, env = _worker(store, {"workdir": RUN, "config": config, "sleep_from": 5})
     log = cwd / "first.out"
+
+    def logged_locally(step):
+        return os.path.isdir(events) and ("train/loss", step) in {
+            (tag, s) for tag, s, _ in _tb_events(events)[1]
+        }
+
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 300
             with fake_gcs(store):
-                while not any(r["step"] == 2 for r in read_rows(RUN)):
+                while not (any(r["step"] == 3 for r in read_rows(RUN)) and logged_locally(4)):
                     assert proc.poll() is None, log.read_text()[-3000:]
                     assert time.monotonic() < deadline, log.read_text()[-3000:]
                     time.sleep(0.2)
-                time.sleep(2.0)  # step 3 ran meanwhile; its row waits for the next sync
+                time.sleep(1.0)
                 rows = read_rows(RUN)
-            assert [(r["step"], r["split"]) for r in rows] == [(1, "train"), (2, "train")]
-            assert _parts(work) == ["000000.jsonl"]
-            events = glob.glob(str(work / "tensorboard" / "events.out.tfevents.*"))
-            assert events and os.path.getsize(events[0]) > 0
+            assert [(r["step"], r["split"]) for r in rows] == [(s, "train") for s in (1, 2, 3)]
+            assert _parts(work) == ["000000.jsonl"] and not (work / "metrics.jsonl").read_text()
+            _, sent = _tb_events(str(work / "tensorboard"))
+            assert {s for tag, s, _ in sent if tag == "train/loss"} == {1, 2, 3}
             assert (work / "train.log").stat().st_size > 0
             assert proc.poll() is None  # all of it seen while the run is stopped
         finally:
@@ -260,7 +270,7 @@ def test_a_bucket_run_shows_its_metrics_live_and_a_kill_loses_only_the_unsynced(
     cmd, env = _worker(store, {"workdir": RUN, "config": config})
     again = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "resumed from step 2" in again.stdout
+    assert "resumed from step 3" in again.stdout
     rows = _file_rows(work / "metrics.jsonl")
     assert [(r["step"], r["split"]) for r in rows] == [(s, "train") for s in range(1, 7)]
     assert _parts(work) == []
@@ -286,6 +296,8 @@ def test_wandb_offline_writes_its_run_and_a_resumed_run_continues_it(tmp_path, m
     found = sorted(glob.glob(str(tmp_path / "wandb_dir" / "wandb" / "offline-run-*")))
     assert len(found) == 2 and all(d.endswith(f"-{run_id}") for d in found), found
     for d in found:
-        assert glob.glob(os.path.join(d, f"run-{run_id}.wandb"))
+        (data,) = glob.glob(os.path.join(d, f"run-{run_id}.wandb"))
+        with open(data, "rb") as f:
+            assert b"train/loss" in f.read()
     rows = _file_rows(work / "metrics.jsonl")
     assert [r["step"] for r in rows if r["split"] == "train"] == [1, 2, 3, 4]
