@@ -75,6 +75,17 @@ def test_a_missing_wandb_is_one_config_error(monkeypatch):
         trackers.check(("jsonl", "wandb"))
 
 
+def test_a_service_that_refuses_to_start_is_one_config_error(tmp_path, monkeypatch):
+    class Refusing:
+        def __init__(self, workdir, **_):
+            raise RuntimeError("api_key not configured (no-tty)")
+
+    monkeypatch.setitem(trackers.TRACKERS, "wandb", Refusing)
+    monkeypatch.setattr(trackers, "check", lambda names: tuple(names))  # wandb may be absent
+    with pytest.raises(TrainConfigError, match="'wandb' cannot start.*api_key not configured"):
+        MetricWriter(str(tmp_path), trackers=("jsonl", "wandb"))
+
+
 def test_a_bad_tracker_fails_before_any_training(tmp_path, monkeypatch):
     from support.trainer import run
 
@@ -86,6 +97,21 @@ def test_a_bad_tracker_fails_before_any_training(tmp_path, monkeypatch):
     for name in ("a", "b"):  # nothing written, nothing compiled
         assert not (tmp_path / name / "checkpoints").exists()
         assert not (tmp_path / name / "config.json").exists()
+
+
+def test_the_commands_refuse_an_unknown_tracker_in_one_line_before_any_work(tmp_path):
+    for module, config in (("pretrain", "pretrain/cpu_small.py"), ("finetune", "finetune/tsv.py")):
+        work = tmp_path / module
+        proc = subprocess.run(
+            [sys.executable, "-m", module, "--config", os.path.join(ROOT, "configs", config),
+             "--workdir", str(work), "--config.trackers=jsonl,tensorboard,nope"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        assert proc.stderr.strip().splitlines() == [
+            "error: trackers: unknown 'nope' (known: jsonl, tensorboard, wandb)"
+        ]
+        assert not work.exists()  # no corpus built, nothing written
 
 
 # --------------------------------------------------------------------------- metrics.jsonl

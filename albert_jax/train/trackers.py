@@ -331,5 +331,23 @@ def check(names: Iterable[str]) -> tuple[str, ...]:
 
 
 def start(names: Iterable[str], workdir: str, **options) -> list[Tracker]:
-    """The trackers `names` for `workdir`; `options` (resume_step, wandb_project) go to each."""
-    return [TRACKERS[n](workdir, **options) for n in check(names)]
+    """The trackers `names` for `workdir`; `options` (resume_step, wandb_project) go to each.
+    A service that refuses to start (wandb online without a login) is a TrainConfigError."""
+    started: list[Tracker] = []
+    try:
+        for n in check(names):
+            try:
+                started.append(TRACKERS[n](workdir, **options))
+            except Exception as e:
+                if n != "wandb":
+                    raise  # our own files: the traceback says more
+                raise TrainConfigError(
+                    f"trackers: 'wandb' cannot start ({type(e).__name__}: {e}); log in "
+                    "(`wandb login`, WANDB_API_KEY), set WANDB_MODE=offline, or drop it from "
+                    "--config.trackers"
+                ) from e
+    except BaseException:
+        for t in started:
+            t.close()
+        raise
+    return started
