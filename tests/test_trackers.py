@@ -214,15 +214,15 @@ def test_a_failed_upload_is_retried_and_one_that_keeps_failing_is_raised_at_clos
     bucket, monkeypatch
 ):
     store, _ = bucket
-    real = paths.write_bytes
+    real = metrics._put
     broken = {"on": True}
 
-    def write_bytes(path, data):
+    def put(path, data):
         if broken["on"] and "tensorboard" in os.fspath(path):
             raise OSError("bucket says no")
         real(path, data)
 
-    monkeypatch.setattr(paths, "write_bytes", write_bytes)
+    monkeypatch.setattr(metrics, "_put", put)
     with fake_gcs(store):
         writer = MetricWriter(RUN, sync_every_s=1e9)
         writer.write(1, {"loss": 1.0})

@@ -9,6 +9,7 @@ import logging
 import os
 import time
 
+from etils import epath
 from tqdm import tqdm
 
 from albert_jax import paths
@@ -108,7 +109,7 @@ def _send(uploads: list[trackers_lib.Upload]) -> list[tuple[str, BaseException]]
     failed = []
     for u in uploads:
         try:
-            paths.write_bytes(u.dst, u.data)
+            _put(u.dst, u.data)
         except Exception as e:  # a full disk, a bucket refusing: the run goes on
             failed.append((u.dst, e))
             if u.failed is not None:
@@ -116,12 +117,18 @@ def _send(uploads: list[trackers_lib.Upload]) -> list[tuple[str, BaseException]]
     return failed
 
 
+def _put(dst: str, data: bytes) -> None:
+    """One object written whole (an object store shows the old or the new one, never a part);
+    not through a temporary sibling, which TensorBoard would take for one more event file."""
+    path = epath.Path(dst)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
 def _warn(future: concurrent.futures.Future) -> bool:
     """Logs the failures of a finished upload (sent again at the next sync); False."""
     for dst, error in future.result():
-        log.warning(
-            "could not copy %s into the bucket (tried again at the next sync): %s", dst, error
-        )
+        log.warning("could not copy %s into the bucket (tried again later): %s", dst, error)
     return False
 
 
