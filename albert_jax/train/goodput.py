@@ -30,6 +30,7 @@ import time
 from etils import epath
 
 from albert_jax import paths
+from albert_jax.train.trackers import read_rows
 
 PARTS = (
     "productive", "startup", "compile", "eval", "checkpoint_save", "checkpoint_restore", "input",
@@ -56,19 +57,10 @@ def process_age() -> float:
 
 
 def reached_step(workdir: str) -> int:
-    """The highest step of any row in WORKDIR/metrics.jsonl (0 without one): how far the run
-    that wrote it got, at log granularity. Read before a resumed run's `MetricWriter` drops the
-    rows past its checkpoint."""
-    path = epath.Path(workdir) / "metrics.jsonl"
-    if not path.exists():
-        return 0
-    steps = [0]
-    for line in path.read_text().splitlines():
-        try:
-            steps.append(int(json.loads(line)["step"]))
-        except (ValueError, KeyError, TypeError):  # a line cut by a kill
-            continue
-    return max(steps)
+    """The highest step of any metrics row in `workdir` (0 without one): how far the run that
+    wrote them got, at log granularity. Read before a resumed run's `MetricWriter` drops the
+    rows past its checkpoint (a bucket run's part files included: `trackers.read_rows`)."""
+    return max((int(row["step"]) for row in read_rows(workdir)), default=0)
 
 
 class Goodput:

@@ -43,7 +43,7 @@ from albert_jax import paths, provenance
 from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.train_state import Checkpointer
 from albert_jax.model.albert import target_platform
-from albert_jax.train import lock, loop, partitioning
+from albert_jax.train import lock, loop, partitioning, trackers
 from albert_jax.train.config import (
     Distributed,
     EvalConfig,
@@ -372,8 +372,8 @@ def train(config, workdir: str, job: Job, plan: Plan | None = None) -> dict[str,
 
 # What a run writes into its workdir, all of it rebuilt from the checkpoints or from step 0.
 RUN_OUTPUTS = (
-    "checkpoints", "best", "best.json", "metrics.jsonl", "results.json", "tensorboard",
-    "predictions", provenance.RUN_FILE, GOODPUT_FILE,
+    "checkpoints", "best", "best.json", "metrics.jsonl", "metrics.jsonl.parts", "results.json",
+    "tensorboard", "predictions", provenance.RUN_FILE, GOODPUT_FILE,
 )  # fmt: skip
 
 
@@ -392,6 +392,7 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
     goodput = Goodput()  # from the process's start: where the run's time goes
     is_main = jax.process_index() == 0
     t = TrainerConfig.from_config(config)
+    trackers.check(t.trackers)  # an unknown or uninstalled tracker fails before any work
     # before anything is written: an unknown split fails here, naming its key
     evals = read_evals(config, job.evals, job.evaluator.splits) if job.evaluator else {}
     during = training_evals(evals, job, plan.eval_every)
@@ -442,7 +443,14 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
         total = plan.total_steps
         if is_main:  # before the writer drops the rows past the checkpoint
             goodput.resume(workdir, start)
-        writer = MetricWriter(workdir, enabled=is_main, resume_step=start)
+        writer = MetricWriter(
+            workdir,
+            enabled=is_main,
+            resume_step=start,
+            trackers=t.trackers,
+            sync_every_s=t.metrics_sync_s,
+            wandb_project=t.wandb_project,
+        )
         progress = Progress(
             start,
             total,
@@ -470,6 +478,7 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
 
         def save(step, state):
             ckpt.save(step, state, batches, force=True)
+            writer.sync()  # a bucket run's metrics so far reach the bucket (in the background)
             if is_main:  # a killed run's goodput as of its last checkpoint
                 goodput.write(workdir, step)
             crash_point("checkpoint", step)
