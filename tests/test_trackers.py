@@ -283,7 +283,9 @@ def test_a_bucket_run_shows_its_metrics_live_and_a_kill_loses_only_the_unsynced(
                     time.sleep(0.2)
                 time.sleep(1.0)
                 rows = read_rows(RUN)
-            assert [(r["step"], r["split"]) for r in rows] == [(s, "train") for s in (1, 2, 3)]
+            assert [(r["step"], r["split"]) for r in rows] == [
+                (s, k) for s in (1, 2, 3) for k in ("train", "goodput")
+            ]
             assert _parts(work) == ["000000.jsonl"] and not (work / "metrics.jsonl").read_text()
             _, sent = _tb_events(str(work / "tensorboard"))
             assert {s for tag, s, _ in sent if tag == "train/loss"} == {1, 2, 3}
@@ -298,7 +300,9 @@ def test_a_bucket_run_shows_its_metrics_live_and_a_kill_loses_only_the_unsynced(
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resumed from step 3" in again.stdout
     rows = _file_rows(work / "metrics.jsonl")
-    assert [(r["step"], r["split"]) for r in rows] == [(s, "train") for s in range(1, 7)]
+    assert [(r["step"], r["split"]) for r in rows] == [
+        (s, k) for s in range(1, 7) for k in ("train", "goodput")
+    ]
     assert _parts(work) == []
     assert len(glob.glob(str(work / "tensorboard" / "events.out.tfevents.*"))) == 2  # two runs
 
