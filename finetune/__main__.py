@@ -24,7 +24,8 @@ from albert_jax import cli, paths
 from albert_jax.jobs import lr_search, run, start
 from albert_jax.model.config import Execution
 from albert_jax.tasks import finetuning
-from albert_jax.train import lock
+from albert_jax.train import lock, trackers
+from albert_jax.train.config import TrainerConfig
 from albert_jax.train.metrics import log_to_file
 from albert_jax.train.trainer import check_dtype, dtype_warning
 
@@ -43,6 +44,7 @@ def main(argv):
     lr_search.check_config(config)
     execution = Execution.from_config(config.execution)
     check_dtype(execution.dtype, execution.param_dtype)
+    trackers.check(TrainerConfig.from_config(config).trackers)  # wandb missing: here
     name = start.dataset_to_build(config)  # only at its default place: never the user's
     if name:
         from albert_jax.experiments import datasets  # only when a dataset is built

@@ -44,8 +44,8 @@ from albert_jax.tasks.pretraining import (
     objective_leaves,
     write_model,
 )
-from albert_jax.train import lock
-from albert_jax.train.config import Plan
+from albert_jax.train import lock, trackers
+from albert_jax.train.config import Plan, TrainerConfig
 from albert_jax.train.metrics import log_to_file
 from albert_jax.train.optim import OptimConfig
 from albert_jax.train.trainer import check_dtype, dtype_warning, maybe_initialize_distributed, train
@@ -93,6 +93,7 @@ def main(argv):
     model = presets.from_run_config(config)
     execution = Execution.from_config(config.execution)
     check_dtype(execution.dtype, execution.param_dtype)
+    trackers.check(TrainerConfig.from_config(config).trackers)  # wandb missing: here
     warning = dtype_warning(execution.dtype)
     if warning and jax.process_index() == 0:
         print(warning, flush=True)

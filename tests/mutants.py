@@ -1,12 +1,13 @@
-"""Mutation check: 73 hand-written plausible bugs, applied one at a time to a temporary copy of
+"""Mutation check: 80 hand-written plausible bugs, applied one at a time to a temporary copy of
 the repository, each run against the few tests that should catch it. Outside the default suite
 (the name does not match test_*.py). The mutants, by module of albert_jax/:
 
     model/     albert 19, electra 5, losses 4, heads 1, decoding 1
-    train/     optim 10, gradients 4, trainer 1
+    train/     optim 10, gradients 4, trainer 3, trackers 1, goodput 1
     data/      masking 5, pipeline 5, pairs 3, documents 2, parallel 2
-    elsewhere  tasks/pretraining 3, checkpoints/checkpoint 1, checkpoints/train_state 1,
-               text/tokenization 2, paths 2, cli 2
+    elsewhere  tasks/pretraining 3, tasks/finetuning 1, checkpoints/checkpoint 1,
+               checkpoints/train_state 1, experiments/sweep 1, text/tokenization 2, paths 2,
+               provenance 1, cli 2
 
     uv run python tests/mutants.py -j 2              # all mutants, two workers
     uv run python tests/mutants.py --ci -j 2         # CI's subset (CI_MUTANTS, ~5 minutes)
@@ -295,6 +296,44 @@ MUTANTS = [
         "if False:",
         "a kept cell is restored whatever pretraining it started from",
         ("tests/test_sweep.py::test_kept_cells_are_restored_only_for_their_own_pretraining",),
+    ),
+    Mutant(
+        "trackers-no-sync-at-checkpoint",
+        TRAINER,
+        "            writer.sync()  # a bucket run's metrics so far reach the bucket",
+        "            pass  # a bucket run's metrics so far reach the bucket",
+        "a bucket run's metrics reach the bucket only every metrics_sync_s, not at checkpoints",
+        (
+            "tests/test_trackers.py::"
+            "test_a_bucket_run_shows_its_metrics_live_and_a_kill_loses_only_the_unsynced",
+        ),
+    ),
+    Mutant(
+        "trackers-parts-read-twice",
+        "albert_jax/train/trackers.py",
+        "    return _dedupe(rows)\n",
+        "    return rows\n",
+        "a part left over by a crash is read again beside metrics.jsonl: its rows appear twice",
+        (
+            "tests/test_trackers.py::"
+            "test_a_crash_after_metrics_jsonl_before_the_parts_went_resurrects_nothing",
+        ),
+    ),
+    Mutant(
+        "goodput-redone-as-productive",
+        "albert_jax/train/goodput.py",
+        '"redone" if step <= self.redo_until else "productive"',
+        '"productive"',
+        "steps a killed run had already taken count as productive when redone",
+        ("tests/test_goodput.py::test_a_resumed_run_charges_the_steps_it_redoes",),
+    ),
+    Mutant(
+        "provenance-dirty-never",
+        "albert_jax/provenance.py",
+        'return {"commit": commit, "dirty": None if status is None else bool(status)}',
+        'return {"commit": commit, "dirty": None if status is None else False}',
+        "uncommitted changes to the code are not recorded",
+        ("tests/test_provenance.py::test_source_tree_reads_commit_and_uncommitted_changes",),
     ),
     Mutant(
         "decoding-beam-stops-early",

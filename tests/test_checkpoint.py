@@ -40,7 +40,7 @@ def test_round_trip_with_sentencepiece(tmp_path, model_and_params):
     checkpoint.save(tmp_path / "ckpt", config, params, tokenizer=tok)
     assert sorted(os.listdir(tmp_path)) == ["ckpt"]  # no temporary directory left behind
     assert sorted(os.listdir(tmp_path / "ckpt")) == [
-        "checkpoint.json", "config.json", "params", "tokenizer"
+        "checkpoint.json", "config.json", "params", "provenance.json", "tokenizer"
     ]  # fmt: skip
     loaded_config, loaded = checkpoint.load(tmp_path / "ckpt")
     assert loaded_config == config

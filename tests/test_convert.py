@@ -183,8 +183,8 @@ def test_cli_round_trip_ours_to_hf(tmp_path):
     assert sorted(got) == sorted(want)
     assert all(np.array_equal(got[k], want[k]) for k in want)
     assert sorted(os.listdir(hf)) == [
-        ".albert_jax_convert.json", "config.json", "model.safetensors", "spiece.model",
-        "tokenizer_config.json",
+        ".albert_jax_convert.json", "config.json", "model.safetensors", "provenance.json",
+        "spiece.model", "tokenizer_config.json",
     ]  # fmt: skip
 
 
@@ -510,7 +510,7 @@ def test_out_is_replaced_only_if_convert_wrote_it(tmp_path, capsys):
     for out in ("empty", "empty", "ours"):
         assert cli([src, str(tmp_path / out)]) == 0
     marker = json.loads((tmp_path / "ours" / ".albert_jax_convert.json").read_text())
-    assert marker["files"] == ["checkpoint.json", "config.json", "params"]
+    assert marker["files"] == ["checkpoint.json", "config.json", "params", "provenance.json"]
     (tmp_path / "ours" / "mine.txt").write_text("added by hand\n")
     refused([src, tmp_path / "ours", "--to", "hf"], capsys, "did not write (mine.txt)")
     assert (tmp_path / "ours" / "mine.txt").exists() and checkpoint.is_checkpoint(tmp_path / "ours")

@@ -7,6 +7,8 @@
                         (info: where the weights came from)
       params/           orbax StandardCheckpointer directory with the parameter tree
       tokenizer/        optional: spiece.model or vocab.txt, plus tokenizer.json settings
+      provenance.json   what wrote it: commit, package versions, devices, command
+                        (`albert_jax.provenance`; not read back)
 
 `head` is the fine-tuning head dict of `albert_jax.model.heads` (`{"type":
 "sequence_classification", "num_labels": 3, ...}`, stored as JSON), or null for a pretraining /
@@ -41,7 +43,7 @@ from typing import Any
 import numpy as np
 from etils import epath
 
-from albert_jax import paths
+from albert_jax import paths, provenance
 from albert_jax.checkpoints import legacy
 from albert_jax.checkpoints.common import expected_shapes, flatten
 from albert_jax.errors import InputError
@@ -228,6 +230,8 @@ def write(
         "info": info or {},
     }
     epath.Path(directory, META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
+    record = json.dumps(provenance.collect(), indent=2, sort_keys=True)  # what made this model
+    epath.Path(directory, provenance.FILE).write_text(record + "\n")
 
 
 def is_checkpoint(path: str | os.PathLike) -> bool:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from albert_jax import paths
+from albert_jax import paths, provenance
 from albert_jax.checkpoints.common import (
     check_and_build,
     flatten,
@@ -487,4 +487,6 @@ def write_hf(
     shutil.copymode(config_file, weights)  # safetensors makes it 0600: what the umask allows
     if tokenizer is not None:
         save_hf_tokenizer(tokenizer, out_dir)
+    with open(os.path.join(out_dir, provenance.FILE), "w") as f:  # transformers ignores it
+        json.dump(provenance.collect(), f, indent=2, sort_keys=True)
     return notes

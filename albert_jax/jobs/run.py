@@ -27,6 +27,7 @@ from albert_jax.tasks.finetuning import (
 )
 from albert_jax.train import lock
 from albert_jax.train.config import Plan, TrainerConfig
+from albert_jax.train.trackers import read_rows
 from albert_jax.train.trainer import train
 
 # ---------------------------------------------------------------- schedules
@@ -164,12 +165,8 @@ def _print_data(data: FinetuneData) -> None:
 
 def _seed_result(workdir: str, plan: Plan) -> dict[str, Any]:
     res = json.loads(epath.Path(workdir, "results.json").read_text())
-    evals = {}
-    with paths.open_text(paths.join(workdir, "metrics.jsonl")) as f:
-        for line in f:
-            row = json.loads(line)
-            if row["split"] == "eval":
-                evals[row["step"]] = row
+    # read_rows: metrics.jsonl and a bucket run's part files not yet folded into it
+    evals = {row["step"]: row for row in read_rows(workdir) if row["split"] == "eval"}
     metric = res["metric"]
     first = evals.get(plan.steps_per_epoch, {}).get(metric)
     last = evals[max(evals)] if evals else {}

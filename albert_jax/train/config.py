@@ -56,11 +56,24 @@ class TrainerConfig(Section):
     eval_every: int = 5000  # 0: never
     peak_flops_per_device: float = 0.0  # for MFU, e.g. 275e12 (TPU v4 bf16), 989e12 (H100 bf16)
     progress_bar: bool = True
+    # Where metrics go (albert_jax/train/trackers.py): jsonl (metrics.jsonl, required: resume
+    # and the reports read it), tensorboard, wandb (the `wandb` extra); on the command line
+    # comma-separated: --config.trackers=jsonl,tensorboard,wandb
+    trackers: tuple = ("jsonl", "tensorboard")
+    # A bucket workdir's metrics rows, TensorBoard events and train.log are copied into it at
+    # every checkpoint and at least every this many seconds (at the next logged row); a kill
+    # loses what came after the last copy. A local workdir is written as rows come.
+    metrics_sync_s: float = 120.0
+    wandb_project: str = ""  # '' = $WANDB_PROJECT, else 'albert-jax'
     distributed: Distributed = Distributed()
 
     def __post_init__(self):
         object.__setattr__(self, "mesh_shape", tuple(self.mesh_shape))
         object.__setattr__(self, "logical_rules", tuple(tuple(r) for r in self.logical_rules))
+        # ml_collections parses `--config.trackers=a,b` as the 1-tuple ('a,b',)
+        names = (self.trackers,) if isinstance(self.trackers, str) else self.trackers
+        names = tuple(n.strip() for x in names for n in str(x).split(",") if n.strip())
+        object.__setattr__(self, "trackers", names)
         self.profile_range()  # a bad spec fails here, before anything is built
 
     def profile_range(self) -> tuple[int, int] | None:

@@ -1,79 +1,135 @@
-"""Metrics: JSONL + TensorBoard writers (no TensorFlow), console progress, the run's log file.
-The model FLOPs behind MFU are counted in `albert_jax.model.flops`."""
+"""Metrics: the writer fanning rows out to the trackers (`albert_jax.train.trackers`: JSONL,
+TensorBoard without TensorFlow, Weights & Biases), console progress, the run's log file. The
+model FLOPs behind MFU are counted in `albert_jax.model.flops`."""
 
 from __future__ import annotations
 
-import json
+import concurrent.futures
 import logging
 import os
-import shutil
 import time
 
 from etils import epath
-from tensorboardX import SummaryWriter
 from tqdm import tqdm
 
 from albert_jax import paths
+from albert_jax.train import trackers as trackers_lib
+from albert_jax.train.trackers import read_rows  # noqa: F401  (the public reader, here too)
+
+log = logging.getLogger(__name__)
+
+
+class UploadError(OSError):
+    """A file of a bucket run that could not be copied into the bucket."""
 
 
 class MetricWriter:
-    """Scalars to `metrics.jsonl` and TensorBoard event files in the workdir (process 0 only).
-    For a bucket workdir the event files are written locally (`paths.local_mirror`) and copied
-    into it, with `train.log`, at `close`; `metrics.jsonl` is rewritten whole at each write (an
-    object store has no append).
+    """Scalars to the trackers `trackers` (`TrainerConfig.trackers`; metrics.jsonl and
+    TensorBoard by default), process 0 only; a run resumed at `resume_step` drops the rows a
+    killed run wrote past its checkpoint (`trackers.JsonlTracker`).
 
-    A run resumed at `resume_step` first drops the rows a killed run wrote past its checkpoint
-    (and that step's evaluation, which the trainer repeats), so each row is written once."""
+    A local workdir is written in place as rows come. A bucket workdir is brought up to date at
+    each `sync`: every checkpoint (the trainer calls it), the first `write` `sync_every_s`
+    seconds after the last sync, and `close`. A sync reads the new rows, the changed TensorBoard
+    event files and `train.log` (both written in `paths.local_mirror`) in the calling thread and
+    sends them from one background thread, so a step never waits on the bucket; a kill loses
+    what came after the last sync. `close` waits for the uploads and raises an `UploadError`
+    naming a file it could not copy. `trackers.read_rows` reads a running bucket run's rows."""
 
-    def __init__(self, workdir: str, enabled: bool = True, resume_step: int = 0):
+    def __init__(
+        self,
+        workdir: str,
+        enabled: bool = True,
+        resume_step: int = 0,
+        trackers=trackers_lib.DEFAULT,
+        sync_every_s: float = 120.0,
+        wandb_project: str = "",
+    ):
         self.enabled, self.workdir = enabled, workdir
-        if enabled:
-            self._jsonl_path = epath.Path(workdir) / "metrics.jsonl"
-            self._remote = paths.is_uri(workdir)
-            rows = self._jsonl_path.read_text() if self._jsonl_path.exists() else ""
-            rows = "".join(r for r in rows.splitlines(True) if _kept(r, resume_step))
-            if self._remote:
-                self._rows = rows
-            else:
-                os.makedirs(workdir, exist_ok=True)
-                paths.write_text(self._jsonl_path, rows)
-                self._jsonl = open(self._jsonl_path, "a", buffering=1)
-            events = os.path.join(paths.local_mirror(workdir), "tensorboard")
-            if self._remote and os.path.isdir(events):  # a killed run's events, not copied yet
-                paths.copy_tree(events, paths.join(workdir, "tensorboard"))
-                shutil.rmtree(events)
-            self._tb = SummaryWriter(events)
+        self.sync_every_s = float(sync_every_s)
+        self._remote = paths.is_uri(workdir)
+        self._futures: list[concurrent.futures.Future] = []
+        if not enabled:
+            return
+        if not self._remote:
+            os.makedirs(workdir, exist_ok=True)
+        self.trackers = trackers_lib.start(
+            trackers, workdir, resume_step=resume_step, wandb_project=wandb_project
+        )
+        # train.log (`log_to_file`) is written locally for a bucket workdir: sent at each sync
+        self._log = trackers_lib.LocalFiles(paths.local_mirror(workdir), workdir)
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="metrics-upload")
+        self._last_sync = time.monotonic()
 
     def write(self, step: int, scalars: dict[str, float], prefix: str = "train") -> None:
         if not self.enabled:
             return
-        row = {"step": int(step), "split": prefix, **{k: float(v) for k, v in scalars.items()}}
+        for t in self.trackers:
+            t.write(step, scalars, prefix)
+        if time.monotonic() - self._last_sync >= self.sync_every_s:
+            self.sync()
+
+    def sync(self) -> None:
+        """Brings a bucket workdir up to date (in the background); a local one is flushed."""
+        if not self.enabled:
+            return
+        self._last_sync = time.monotonic()
+        uploads = [u for t in self.trackers for u in t.sync()]
         if self._remote:
-            self._rows += json.dumps(row) + "\n"
-            self._jsonl_path.write_text(self._rows)
-        else:
-            self._jsonl.write(json.dumps(row) + "\n")
-        for k, v in scalars.items():
-            self._tb.add_scalar(f"{prefix}/{k}", float(v), int(step))
-        self._tb.flush()
+            uploads += self._log.changed(["train.log"])
+        if uploads:
+            self._futures = [f for f in self._futures if not f.done() or _warn(f)]
+            self._futures.append(self._pool.submit(_send, uploads))
+
+    def wait(self) -> list[tuple[str, BaseException]]:
+        """Waits for the uploads so far; returns the (path, error) of those that failed."""
+        failed = [x for f in self._futures for x in f.result()]
+        self._futures = []
+        return failed
 
     def close(self) -> None:
-        if self.enabled:
-            if not self._remote:
-                self._jsonl.close()
-            self._tb.close()
-            if self._remote:  # the events, and train.log as far as it goes
-                paths.copy_tree(paths.local_mirror(self.workdir), self.workdir)
+        if not self.enabled:
+            return
+        try:
+            self.wait()  # a file that failed to go is sent again by the last sync, and
+            self.sync()  # the rows of a failed part go into metrics.jsonl at the trackers' close
+            failed = [(dst, e) for dst, e in self.wait() if trackers_lib.PARTS not in dst]
+        finally:
+            self._pool.shutdown(wait=True)
+            for t in self.trackers:
+                t.close()  # (a bucket's metrics.jsonl is written here, after the parts)
+        if failed:
+            dst, error = failed[0]
+            raise UploadError(f"could not copy {dst} into the bucket: {error}") from error
 
 
-def _kept(line: str, resume_step: int) -> bool:
-    """A metrics.jsonl row written before `resume_step` (or its training row); a line cut by
-    a kill is dropped."""
-    try:
-        row = json.loads(line)
-    except ValueError:
-        return False
-    return row["step"] < resume_step or (row["step"] == resume_step and row["split"] == "train")
+def _send(uploads: list[trackers_lib.Upload]) -> list[tuple[str, BaseException]]:
+    """Writes each upload (in the background thread); returns the failures, each file to be
+    sent again at the next sync."""
+    failed = []
+    for u in uploads:
+        try:
+            _put(u.dst, u.data)
+        except Exception as e:  # a full disk, a bucket refusing: the run goes on
+            failed.append((u.dst, e))
+            if u.failed is not None:
+                u.failed()
+    return failed
+
+
+def _put(dst: str, data: bytes) -> None:
+    """One object written whole (an object store shows the old or the new one, never a part);
+    not through a temporary sibling, which TensorBoard would take for one more event file."""
+    path = epath.Path(dst)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _warn(future: concurrent.futures.Future) -> bool:
+    """Logs the failures of a finished upload (sent again at the next sync); False."""
+    for dst, error in future.result():
+        log.warning("could not copy %s into the bucket (tried again later): %s", dst, error)
+    return False
 
 
 def _console_filter(record: logging.LogRecord) -> bool:
@@ -86,7 +142,7 @@ def _console_filter(record: logging.LogRecord) -> bool:
 
 def log_to_file(workdir: str) -> str:
     """All INFO logging goes to `workdir/train.log` (for a bucket workdir, to a local file that
-    `MetricWriter.close` copies there); the console keeps the progress bar, one line per
+    `MetricWriter.sync` copies there); the console keeps the progress bar, one line per
     evaluation, our warnings and errors. Idempotent; returns the log file's local path."""
     path = os.path.abspath(os.path.join(paths.local_mirror(workdir), "train.log"))
     root = logging.getLogger()

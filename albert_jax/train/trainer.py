@@ -39,11 +39,11 @@ from etils import epath
 from flax import traverse_util
 from jax.sharding import NamedSharding, PartitionSpec
 
-from albert_jax import paths
+from albert_jax import paths, provenance
 from albert_jax.checkpoints import checkpoint
 from albert_jax.checkpoints.train_state import Checkpointer
 from albert_jax.model.albert import target_platform
-from albert_jax.train import lock, loop, partitioning
+from albert_jax.train import lock, loop, partitioning, trackers
 from albert_jax.train.config import (
     Distributed,
     EvalConfig,
@@ -53,6 +53,8 @@ from albert_jax.train.config import (
     read_evals,
 )
 from albert_jax.train.faults import crash_point
+from albert_jax.train.goodput import FILE as GOODPUT_FILE
+from albert_jax.train.goodput import Goodput, TimedInput, summary_line
 from albert_jax.train.gradients import batch_gradients
 from albert_jax.train.loop import StopSignal
 from albert_jax.train.metrics import MetricWriter, Progress, log_to_file
@@ -370,8 +372,8 @@ def train(config, workdir: str, job: Job, plan: Plan | None = None) -> dict[str,
 
 # What a run writes into its workdir, all of it rebuilt from the checkpoints or from step 0.
 RUN_OUTPUTS = (
-    "checkpoints", "best", "best.json", "metrics.jsonl", "results.json", "tensorboard",
-    "predictions",
+    "checkpoints", "best", "best.json", "metrics.jsonl", "metrics.jsonl.parts", "results.json",
+    "tensorboard", "predictions", provenance.RUN_FILE, GOODPUT_FILE,
 )  # fmt: skip
 
 
@@ -387,8 +389,10 @@ def start_over(workdir: str) -> None:
 
 
 def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
+    goodput = Goodput()  # from the process's start: where the run's time goes
     is_main = jax.process_index() == 0
     t = TrainerConfig.from_config(config)
+    trackers.check(t.trackers)  # an unknown or uninstalled tracker fails before any work
     # before anything is written: an unknown split fails here, naming its key
     evals = read_evals(config, job.evals, job.evaluator.splits) if job.evaluator else {}
     during = training_evals(evals, job, plan.eval_every)
@@ -409,9 +413,12 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
     use_compilation_cache(t.compilation_cache_dir, workdir)
     run = compile_task(config, job, plan=plan)
     mesh, shardings, callbacks = run.mesh, run.shardings, job.callbacks
+    if is_main:
+        record_start(workdir, mesh)
     batch_size = int(job.global_batch_size)
     with run.scope():
-        step_fn, evaluate = run.step_fn, run.evaluate
+        # jit compiles the step at its first call: that call's time is compilation
+        step_fn, evaluate = goodput.first_call(run.step_fn), run.evaluate
         train_iter = job.train_iterator(jax.process_index(), jax.process_count())
         batches = DevicePrefetch(train_iter, lambda local: global_batch(local, mesh))
         ckpt = Checkpointer(
@@ -419,11 +426,12 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
             keep=t.keep_checkpoints,
             keep_every=t.keep_checkpoint_every or None,
         )
-        state, restored_step = ckpt.restore_latest(run.abstract, batches)
-        if state is None:
-            state, start = run.initial_state(plan.seed, announce=is_main), 0
-        else:
-            start = int(restored_step)
+        with goodput.timed("checkpoint_restore"):  # or a fresh run's initial weights
+            state, restored_step = ckpt.restore_latest(run.abstract, batches)
+            if state is None:
+                state, start = run.initial_state(plan.seed, announce=is_main), 0
+            else:
+                start = int(restored_step)
         if is_main:
             print(
                 f"{'resumed from step ' + str(start) if start else 'starting'}: "
@@ -433,7 +441,16 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
             )
 
         total = plan.total_steps
-        writer = MetricWriter(workdir, enabled=is_main, resume_step=start)
+        if is_main:  # before the writer drops the rows past the checkpoint
+            goodput.resume(workdir, start)
+        writer = MetricWriter(
+            workdir,
+            enabled=is_main,
+            resume_step=start,
+            trackers=t.trackers,
+            sync_every_s=t.metrics_sync_s,
+            wandb_project=t.wandb_project,
+        )
         progress = Progress(
             start,
             total,
@@ -456,10 +473,14 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
             if peak > 0:
                 values["mfu"] = flops_per_step / step_time / peak
             writer.write(step, values)
+            writer.write(step, goodput.summary(), prefix="goodput")
             return values
 
         def save(step, state):
             ckpt.save(step, state, batches, force=True)
+            writer.sync()  # a bucket run's metrics so far reach the bucket (in the background)
+            if is_main:  # a killed run's goodput as of its last checkpoint
+                goodput.write(workdir, step)
             crash_point("checkpoint", step)
 
         def evaluate_due(step, state):
@@ -498,6 +519,10 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
                 "check the data: `python -m pretrain.inspect_data`, a fine-tuning file's labels)."
             )
 
+        def before_step(step):
+            goodput.stepping(step)  # productive, or redone
+            profile.before(step)
+
         def after_step(step, state):
             profile.after(step, state)
             crash_point("step", step)
@@ -508,21 +533,23 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
         hooks = loop.Hooks(
             log=log,
             log_every=t.log_every,
-            checkpoint=save,
+            checkpoint=goodput.charged("checkpoint_save", save),
             checkpoint_every=plan.checkpoint_every,
-            evaluate=evaluate_due if during else None,
+            evaluate=goodput.charged("eval", evaluate_due) if during else None,
             eval_every=tuple(every for _, every, _ in during.values()),
             preempted=lambda step: stop.requested or ckpt.reached_preemption(step),
             nonfinite=nonfinite,
             progress=progress.update,
-            before_step=profile.before,
+            before_step=before_step,
             after_step=after_step,
         )
         try:
-            result = loop.run(step_fn, state, batches, start, total, hooks)
+            result = loop.run(step_fn, state, TimedInput(batches, goodput), start, total, hooks)
         finally:
+            goodput.charge_to(None)  # after the loop: only what is timed
             profile.stop()
-            ckpt.wait()
+            with goodput.timed("checkpoint_save"):
+                ckpt.wait()
             ckpt.close()
             progress.close()
             writer.close()
@@ -530,10 +557,22 @@ def _train(config, workdir: str, job: Job, plan: Plan) -> dict[str, float]:
 
         if best.enabled and step == total and best.step is not None:
             finals = {name: e for name, e in evals.items() if e.final}
-            _final_evaluation(callbacks, finals, evaluate, best, shardings, workdir, is_main)
+            with goodput.timed("eval"):
+                _final_evaluation(callbacks, finals, evaluate, best, shardings, workdir, is_main)
+    goodput.finish()
     if is_main:
+        print(summary_line(goodput.write(workdir, step)["runs"][-1]), flush=True)
         print(json.dumps({"step": step, **last}), flush=True)
     return last
+
+
+def record_start(workdir: str, mesh) -> None:
+    """Appends this start's provenance (`albert_jax.provenance`) to WORKDIR/provenance.jsonl:
+    one record per start, since a resumed run may run other code or on other machines. The file
+    is rewritten whole (an object store has no append): once per start, a few lines."""
+    path = paths.join(workdir, provenance.RUN_FILE)
+    rows = epath.Path(path).read_bytes().decode() if paths.is_file(path) else ""
+    paths.write_text(path, rows + json.dumps(provenance.collect(mesh), sort_keys=True) + "\n")
 
 
 def use_compilation_cache(where: str, workdir: str) -> None:
