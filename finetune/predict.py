@@ -3,7 +3,12 @@ fine-tuned checkpoint (e.g. WORKDIR/best of `python -m finetune`) as JSONL, one 
 example with its location, text and prediction (class probabilities and the logits they are the
 softmax of for classification, e.g. for calibration or distillation; a tag per word for tagging;
 the letter and each option's probability and logit for multiple choice). With labels in the
-input, the metrics are printed too."""
+input, the metrics are printed too. A benchmark preset's checkpoint (configs/finetune/glue.py,
+clue.py) given its test file also writes the leaderboard's submission file (GLUE's `CoLA.tsv`,
+CLUE's `afqmc_predict.json`, ...) in `--submission_dir` (default: the output's directory):
+
+  python -m finetune.predict --checkpoint runs/glue_cola/best --input GLUE_DIR/CoLA/test.tsv \
+      --output runs/glue_cola/test.predictions.jsonl     # + runs/glue_cola/CoLA.tsv"""
 
 from __future__ import annotations
 
@@ -24,11 +29,16 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--output", help="predictions JSONL (default: INPUT.predictions.jsonl)")
     parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument(
+        "--submission_dir", help="a benchmark's submission file goes here (default: the output's)"
+    )
     args = parser.parse_args(argv)
     output = args.output or args.input + ".predictions.jsonl"
     try:
         _check_args(args.input, output, args.batch_size)
-        values = predict_file(args.checkpoint, args.input, output, args.batch_size)
+        values = predict_file(
+            args.checkpoint, args.input, output, args.batch_size, args.submission_dir
+        )
     except cli.InputError as e:  # one line, exit 2, as every entry point
         return cli.report(e)
     print(json.dumps({"predictions": output, **values}, ensure_ascii=False))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from typing import Any
 
 import jax
@@ -135,7 +136,7 @@ def _run(config, workdir: str) -> dict[str, Any]:
             if jax.process_index() == 0:
                 print(f"stopped before step {seeded.total_steps}: rerun to resume", flush=True)
             return {}
-        per_seed[seed] = _seed_result(wd, seeded)
+        per_seed[seed] = _seed_result(wd, seeded, data.task_settings.extras)
     summary = summarize(per_seed, data)
     if searched:
         summary["lr_search"] = searched
@@ -163,7 +164,9 @@ def _print_data(data: FinetuneData) -> None:
         print(f"{split}: {s['examples']} examples, {cut} truncated{extra}", flush=True)
 
 
-def _seed_result(workdir: str, plan: Plan) -> dict[str, Any]:
+def _seed_result(workdir: str, plan: Plan, extras=()) -> dict[str, Any]:
+    """A seed's result; `extras`: the task's extra splits (their final evaluations, when
+    `config.evals` names them after their splits)."""
     res = json.loads(epath.Path(workdir, "results.json").read_text())
     # read_rows: metrics.jsonl and a bucket run's part files not yet folded into it
     evals = {row["step"]: row for row in read_rows(workdir) if row["split"] == "eval"}
@@ -177,12 +180,16 @@ def _seed_result(workdir: str, plan: Plan) -> dict[str, Any]:
         "test": res.get("test", {}),
         "dev_first_epoch": first,
         "dev_last": last.get(metric),
+        **{name: res[name] for name in extras if name in res},
     }
 
 
 def summarize(per_seed: dict[int, dict], data: FinetuneData) -> dict[str, Any]:
     """The run's summary: `over_seeds` and what it started from."""
-    out = over_seeds(per_seed)
+    extras = list(data.task_settings.extras)
+    out = over_seeds(per_seed, ("dev", "test", *extras))
+    if extras:
+        out["extra_splits"] = extras
     out["metric"] = next(iter(per_seed.values()))["metric"]
     out["layout"] = data.model_config.layout
     out["init"] = "none" if data.random_init else data.source.location
@@ -190,13 +197,15 @@ def summarize(per_seed: dict[int, dict], data: FinetuneData) -> dict[str, Any]:
     return out
 
 
-def over_seeds(per_seed: dict[int, dict]) -> dict[str, Any]:
+def over_seeds(per_seed: dict[int, dict], splits=("dev", "test")) -> dict[str, Any]:
     """The seeds' results and the mean and sample std (ddof=1; 0 for one seed) of every scalar
-    metric over them (also how a sweep merges its one-seed runs)."""
+    metric of each of `splits` over them (also how a sweep merges its one-seed runs)."""
     out = {"seeds": sorted(per_seed), "per_seed": {str(k): v for k, v in per_seed.items()}}
-    for split in ("dev", "test"):
-        keys = sorted({k for r in per_seed.values() for k in r[split]})
-        out[split] = {k: _mean_std([r[split].get(k) for r in per_seed.values()]) for k in keys}
+    for split in splits:
+        keys = sorted({k for r in per_seed.values() for k in r.get(split, {})})
+        out[split] = {
+            k: _mean_std([r.get(split, {}).get(k) for r in per_seed.values()]) for k in keys
+        }
     for key in ("dev_first_epoch", "dev_last"):
         out[key] = _mean_std([r[key] for r in per_seed.values()])
     return out
@@ -212,7 +221,7 @@ def _mean_std(values):
 def format_summary(summary) -> str:
     init = ", random init" if summary.get("random_init") else ""
     lines = [f"seeds {summary['seeds']} ({summary['layout']} layout{init}): mean ± std"]
-    for split in ("dev", "test"):
+    for split in ("dev", "test", *summary.get("extra_splits", ())):
         for k, ms in summary[split].items():
             if ms is not None:
                 lines.append(f"  {split} {k}: {ms['mean']:.4f} ± {ms['std']:.4f}")
@@ -225,11 +234,16 @@ def format_summary(summary) -> str:
 # ---------------------------------------------------------------- prediction from a checkpoint
 
 
-def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_size: int = 64):
+def predict_file(
+    checkpoint_dir: str, input_path: str, output_path: str, batch_size: int = 64,
+    submission_dir: str | None = None,
+):  # fmt: skip
     """Predictions of a fine-tuned checkpoint (ours, with its head) for every example of
     `input_path` (the task's file format: JSONL / TSV / CSV, CoNLL / JSONL words for tagging,
     RACE records for multiple choice), written as JSONL. Returns the metrics when the input has
-    labels, else {}."""
+    labels, else {}; and `submission`, the path of the benchmark's submission file when the
+    head's task is a benchmark's and `input_path` is the file of a split it submits (GLUE's
+    `test.tsv`), written in `submission_dir` (default: the output's directory)."""
     import ml_collections
 
     head = checkpoint.load_head(checkpoint_dir)
@@ -269,4 +283,6 @@ def predict_file(checkpoint_dir: str, input_path: str, output_path: str, batch_s
     # the readable rows and the metrics alone (no `collapsed`: a file's, not a run's)
     rows, values = task.rows_and_metrics("input", task.predict(run, "input"))
     write_jsonl(paths.resolve(output_path), rows)
-    return values
+    out_dir = submission_dir or os.path.dirname(paths.resolve(output_path)) or "."
+    submission = task.write_submission("input", rows, out_dir)
+    return {**values, "submission": submission} if submission else values

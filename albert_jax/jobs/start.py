@@ -35,15 +35,21 @@ def dataset_to_build(config) -> str:
 
 
 def check_files(config) -> None:
-    """Every data file named in task.train / dev / test exists (a file, or a directory of
-    files: RACE's dev/)."""
+    """Every data file named in task.train / dev / test and the extra splits exists (a file, or
+    a directory of files: RACE's dev/)."""
     t = TaskSettings.from_config(config.task)
-    for split in SPLITS:
+    for split in t.splits:
         path = t.path(split)
         if path and not epath.Path(path).exists():
             name, home = t.prepare, t.prepare_dir
             hint = ""
-            if name and home and epath.Path(home).exists():
+            if t.benchmark:  # a preset's relative names, under the benchmark's folder
+                hint = (
+                    f" (task.data_dir={t.data_dir!r}: name the folder that holds the "
+                    f"benchmark's task folders, e.g. --config.task.data_dir=GLUE_DIR for "
+                    "GLUE_DIR/CoLA/train.tsv)"
+                )
+            elif name and home and epath.Path(home).exists():
                 hint = (
                     f" ({home} exists and is not built again over its files; `python -m "
                     f"finetune.prepare {name} --out {home}` rebuilds it)"

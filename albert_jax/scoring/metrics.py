@@ -16,7 +16,7 @@ from seqeval.scheme import IOB2, IOBES, Entities
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef, mean_squared_error
 
 TASK_METRICS = {
-    "classification": ("accuracy", "macro_f1", "mcc"),
+    "classification": ("accuracy", "macro_f1", "mcc", "f1"),  # f1: of `task.positive`'s class
     "regression": ("pearson", "spearman", "mse"),
     "tagging": ("f1", "precision", "recall", "accuracy"),
     "qa": ("f1", "exact"),  # SQuAD's, in percent (albert_jax.scoring.squad)
@@ -40,17 +40,21 @@ _SCHEMES = {"BIO": (IOB2, frozenset("BI")), "BMES": (IOBES, frozenset("BMES"))}
 SCHEMES = tuple(_SCHEMES)  # task.scheme's values
 
 
-def classification_metrics(labels, preds) -> dict:
-    """Accuracy, macro F1 and Matthews correlation of integer class ids."""
+def classification_metrics(labels, preds, positive: int | None = None) -> dict:
+    """Accuracy, macro F1 and Matthews correlation of integer class ids; with `positive` (a
+    class id), also `f1`: that class's F1 (GLUE's MRPC and QQP)."""
     y, p = _pair(labels, preds, np.int64)
     if y.size == 0:
         raise ValueError("classification_metrics: no examples")
-    return {
+    out = {
         "accuracy": float(accuracy_score(y, p)),
         # zero_division=0: a class never predicted scores 0 instead of warning on every eval.
         "macro_f1": float(f1_score(y, p, average="macro", zero_division=0)),
         "mcc": float(matthews_corrcoef(y, p)),
     }
+    if positive is not None:
+        out["f1"] = float(f1_score(y, p, pos_label=positive, average="binary", zero_division=0))
+    return out
 
 
 def regression_metrics(labels, preds) -> dict:

@@ -11,12 +11,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from albert_jax.data.finetuning import benchmarks
 from albert_jax.data.finetuning import records as D
 from albert_jax.model.losses import cross_entropy
 from albert_jax.scoring import metrics as M
 from albert_jax.tasks.finetune_config import ClassificationSettings, TaskSettings
 from albert_jax.tasks.finetuning import FinetuneError, FinetuneReader, FinetuneTask
-from albert_jax.train.optim import path_matcher
+from albert_jax.train.optim import path_matcher, regex_list
 
 
 class ClassificationTask(FinetuneTask):
@@ -51,7 +52,11 @@ class ClassificationTask(FinetuneTask):
             return rows, values
         preds = logits.argmax(-1)
         probs = jax.nn.softmax(logits, -1)
-        values = M.classification_metrics(feats["label"], preds) if "label" in feats else {}
+        positive = self.data.task_settings.positive
+        positive = self.data.labels.index(positive) if positive else None
+        values = {}
+        if "label" in feats:
+            values = M.classification_metrics(feats["label"], preds, positive)
         for ex, p, pr, lg in zip(examples, preds, np.asarray(probs), logits, strict=True):
             rows.append(
                 _row(ex, prediction=self.data.labels[p], probabilities=np.round(pr, 6).tolist(),
@@ -75,9 +80,16 @@ class ClassificationReader(FinetuneReader):
 
     def read(self, path):
         s = self.settings
-        examples = D.read_examples(
-            path, text_a=s.text_a, text_b=s.text_b or None, label=s.label, task_type=s.type
-        )
+        bench = benchmarks.get(s.benchmark) if s.benchmark else None
+        if bench and bench.read:  # files the columns alone cannot read (CLUE's CSL, WSC)
+            examples = bench.read(path, s)
+        else:
+            examples = D.read_examples(
+                path, text_a=s.text_a, text_b=s.text_b or None, label=s.label, task_type=s.type,
+                id=s.id or None, columns=regex_list(s.columns),
+                skip_labels=regex_list(s.skip_labels),
+            )  # fmt: skip
+        benchmarks.check_ids(s.benchmark, path, examples, s.id)
         return examples, {}
 
     def check_targets(self, examples) -> None:
@@ -105,7 +117,20 @@ class ClassificationReader(FinetuneReader):
             "text_a": s.text_a,
             "text_b": s.text_b or None,
             "label": s.label,
+            # how `finetune.predict` reads a file of the task's and writes its submission
+            **{k: v for k, v in benchmark_fields(s).items() if v},
         }
+
+
+def benchmark_fields(s: ClassificationSettings) -> dict:
+    """The settings a benchmark task's head keeps, so that `finetune.predict` reads its test
+    file as the run did and writes the submission file."""
+    return {
+        "benchmark": s.benchmark,
+        "id": s.id,
+        "columns": list(regex_list(s.columns)),
+        "positive": s.positive,
+    }
 
 
 def _row(example: D.Example, **fields) -> dict[str, Any]:
@@ -114,6 +139,8 @@ def _row(example: D.Example, **fields) -> dict[str, Any]:
         row["text_b"] = example.text_b
     if example.label is not None:
         row["label"] = example.label
+    if example.id is not None:
+        row["id"] = example.id
     return {**row, **fields}
 
 
@@ -121,7 +148,7 @@ def class_labels(data, t: TaskSettings) -> list[str]:
     """`task.labels`, else the sorted labels of the training file (of all splits without one);
     a starting head with other labels must start fresh (shared with tagging: its tag set)."""
     source = data.examples.get("train") or [e for ex in data.examples.values() for e in ex]
-    labels = list(t.labels or ()) or D.label_list(source)
+    labels = list(regex_list(t.labels)) or D.label_list(source)
     if len(labels) < 2:  # a 1-output head: loss 0 and accuracy 1 from the first step
         what = "task.labels" if t.labels else f"task.train {t.train}"
         kind = "tag" if t.type == "tagging" else "label"
@@ -129,6 +156,9 @@ def class_labels(data, t: TaskSettings) -> list[str]:
             f"{what}: {len(labels)} {kind}(s) {labels}: {t.type} needs at least 2 {kind}s to "
             "tell apart"
         )
+    positive = getattr(t, "positive", "")
+    if positive and positive not in labels:
+        raise FinetuneError(f"task.positive={positive!r} is not one of the labels {labels}")
     head = getattr(data.source, "head", None)
     if head and head.get("labels") and list(head["labels"]) != labels:
         if not path_matcher(data.fresh_params or None)("classifier/kernel"):

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from typing import Any
 
+from albert_jax import paths
 from albert_jax.errors import InputError
 from albert_jax.sections import Section
 from albert_jax.train.config import EvalConfig
@@ -118,10 +120,25 @@ class TaskSettings(Section):
     test: str = ""
     prepare: str = ""  # a finetune.prepare dataset built when `train` is missing ...
     prepare_dir: str = ""  # ... and train / dev / test are its files here (use_prepared)
+    # more splits, scored at the end with the best parameters when `config.evals` names them:
+    # 'NAME=FILE,...' (GLUE's MNLI: 'dev_mismatched=MNLI/dev_mismatched.tsv,...')
+    extra_splits: str = ""
+    data_dir: str = ""  # '': the split files as named; else the folder their relative names are in
+    # a published benchmark's files and submission format (`albert_jax.data.finetuning.benchmarks`:
+    # 'glue/cola', 'clue/afqmc', ...); '': the kind's own formats, no submission file
+    benchmark: str = ""
     max_seq_length: int = 128
     labels: Any = ()  # () = the sorted labels of the training file
     # `finetune.predict`'s file, its one split (`run.predict_file`): no leaf of a run's config
     input: str = ""
+
+    def __post_init__(self):
+        for split in self.extras:
+            if split in ("train", "dev", "test", "input") or not split.isidentifier():
+                raise FinetuneError(
+                    f"task.extra_splits={self.extra_splits!r}: {split!r} is not a new split "
+                    "name (NAME=FILE,...; NAME a word other than train, dev and test)"
+                )
 
     @classmethod
     def section(cls):
@@ -129,9 +146,30 @@ class TaskSettings(Section):
         del c["input"]  # (the split `run.predict_file` reads)
         return c
 
+    @property
+    def extras(self) -> dict[str, str]:
+        """`extra_splits` as {name: file}."""
+        out = {}
+        for item in filter(None, (x.strip() for x in str(self.extra_splits).split(","))):
+            name, eq, file = item.partition("=")
+            if not eq or not name.strip() or not file.strip():
+                raise FinetuneError(
+                    f"task.extra_splits={self.extra_splits!r}: {item!r} is not NAME=FILE"
+                )
+            out[name.strip()] = file.strip()
+        return out
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The split names a run reads: train, dev, test and the extra ones."""
+        return ("train", "dev", "test", *self.extras)
+
     def path(self, split: str) -> str:
-        """The file of a split ('' when none is named)."""
-        return getattr(self, split)
+        """The file of a split ('' when none is named), under `data_dir` when it is relative."""
+        file = self.extras[split] if split in self.extras else getattr(self, split)
+        if file and self.data_dir and not (os.path.isabs(file) or paths.is_uri(file)):
+            return paths.join(self.data_dir, file)
+        return file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +179,12 @@ class ClassificationSettings(TaskSettings):
     text_a: str = "text"
     text_b: str = ""  # '' = single sentences
     label: str = "label"
+    id: str = ""  # the column of each example's id in a submission file ('': none)
+    # a table whose first row does not name `text_a` has no header: its column names, in order
+    # ('a,b,c' or a sequence; GLUE's CoLA: 'source,label,original_label,sentence')
+    columns: Any = ()
+    skip_labels: Any = ()  # rows with these labels are left out (CLUE's '-': no agreement)
+    positive: str = ""  # a binary task's positive class: its F1 is reported as `f1` (MRPC, QQP)
 
 
 @dataclasses.dataclass(frozen=True)

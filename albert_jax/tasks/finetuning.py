@@ -36,6 +36,7 @@ from etils import epath
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
+from albert_jax.data.finetuning import benchmarks
 from albert_jax.data.finetuning import records as D
 from albert_jax.model import sharing
 from albert_jax.model.config import Execution
@@ -127,8 +128,9 @@ class FinetuneData:
     """Everything a run needs that does not depend on the seed: the model config, the starting
     weights, the tokenizer, the label list and the featurized splits."""
 
-    def __init__(self, config, splits=("train", "dev", "test"), source=None):
-        """`source`: the starting point (a `Source`) instead of `config.init`'s."""
+    def __init__(self, config, splits=None, source=None):
+        """`splits`: the ones read (None: the task's, `TaskSettings.splits`); `source`: the
+        starting point (a `Source`) instead of `config.init`'s."""
         self.settings = f = FinetuneConfig.from_config(config)  # read once, for every task
         self.task_type = task_type = config.task.type
         if task_type not in TASK_TYPES:
@@ -158,7 +160,7 @@ class FinetuneData:
                 f"task.max_seq_length={self.max_seq_length} exceeds the model's "
                 f"max_position_embeddings={self.model_config.max_position_embeddings}"
             )
-        paths = {s: t.path(s) for s in splits}
+        paths = {s: t.path(s) for s in (t.splits if splits is None else splits)}
         if not paths.get("train") and "train" in splits:
             raise FinetuneError("task.train is empty: name the training file")
         self._read_counts: dict[str, dict] = {}
@@ -249,10 +251,10 @@ class FinetuneTask(Task, Evaluator):
     model itself, as generation does, also its own `predict`."""
 
     progress_keys = ("loss", "accuracy", "learning_rate")
-    splits = ("train", "dev", "test")  # what `config.evals` may name
 
     def __init__(self, config, data: FinetuneData, workdir: str | None = None):
         self.config, self.data = config, data
+        self.splits = data.task_settings.splits  # what `config.evals` may name
         self.model_config, self.execution = data.model_config, data.execution
         self.head = data.head()
         self.model = build_model(self.model_config, self.head, self.execution)
@@ -270,7 +272,7 @@ class FinetuneTask(Task, Evaluator):
         self.unshared = bool(f.unshare)
 
     @staticmethod
-    def from_config(config, tokenizer, workdir=None, splits=("train", "dev", "test")):
+    def from_config(config, tokenizer, workdir=None, splits=None):
         """The task of `config.task.type` built from `config` and `tokenizer` alone: the model
         freshly initialized with the shape of `config.model_from` (a preset, checkpoint or
         config.json; `config.model` overrides it) and the tokenizer's vocabulary, the splits
@@ -397,13 +399,28 @@ class FinetuneTask(Task, Evaluator):
             log.warning(M.collapse_warning(name, step, what, self.config, self.head_pattern))
 
     def write_final(self, split: str, predictions) -> None:
-        """A final split's readable predictions: `workdir/predictions/SPLIT.jsonl` (process 0;
-        nothing without a workdir or for a split without a file)."""
+        """A final split's readable predictions: `workdir/predictions/SPLIT.jsonl`, and a
+        benchmark's submission file for the split in `workdir/submission` (process 0; nothing
+        without a workdir or for a split without a file)."""
         if predictions is None or not self.workdir or jax.process_index() != 0:
             return
         stem = paths.join(self.workdir, "predictions", split)
-        self.write_predictions(stem, self.rows(split, predictions))
+        rows = self.rows(split, predictions)
+        self.write_predictions(stem, rows)
+        self.write_submission(split, rows, paths.join(self.workdir, "submission"))
         crash_point("predictions")
+
+    def write_submission(self, split: str, rows, out_dir: str) -> str | None:
+        """The benchmark's submission file of `split`'s predictions in `out_dir` (`task.benchmark`
+        names one and makes one of this split's file: `benchmarks.write_submission`); its path
+        or None."""
+        t = self.data.task_settings
+        if not t.benchmark:
+            return None
+        path = benchmarks.write_submission(t.benchmark, t.path(split), rows, out_dir)
+        if path:
+            log.info("submission: %s (%d rows)", path, len(rows))
+        return path
 
     def on_evaluation(self, params, step) -> None:
         """An unshared run (`unshare` set, from pretrained weights): at every evaluation, how
@@ -531,6 +548,8 @@ def check_config(config) -> None:
         M.best_metric_name(task.type, f.best_metric or None)
     except ValueError as e:
         raise FinetuneError(f"best_metric: {e}") from None
+    if task.benchmark:
+        benchmarks.get(task.benchmark)  # an unknown name: the error lists the known ones
     if isinstance(task, TaggingSettings) and task.scheme not in M.SCHEMES:  # else a KeyError
         raise FinetuneError(f"task.scheme must be one of {M.SCHEMES}, got {task.scheme!r}")
     for pattern in regex_list(f.fresh_params):

@@ -38,6 +38,7 @@ class Example:
     text_a: str
     text_b: str | None = None
     label: str | float | None = None  # None: the file has no label column (inputs to predict)
+    id: str | int | None = None  # the `id` column's value (a benchmark submission's key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,12 +57,19 @@ def read_examples(
     label: str = "label",
     task_type: str = "classification",
     fmt: str | None = None,
+    id: str | None = None,
+    columns: Sequence[str] = (),
+    skip_labels: Sequence[str] = (),
 ) -> list[Example]:
-    """Reads a TSV / CSV (header row required) or JSONL file into ``Example`` objects.
+    """Reads a TSV / CSV (header row, or ``columns``) or JSONL file into ``Example`` objects.
 
     ``fmt`` ('tsv', 'csv', 'jsonl') overrides the guess from the extension. A file without the
     ``label`` column yields examples with ``label=None``; a row with an empty label in a file
-    that has the column is an error. Regression labels must be finite numbers.
+    that has the column is an error. Regression labels must be finite numbers. ``id``: the
+    column whose value becomes ``Example.id`` (where a file has it). ``columns``: the names of
+    a table's columns when its first row is not a header (one that does not name ``text_a``:
+    GLUE's CoLA train and dev files). Rows labelled one of ``skip_labels`` are left out (CLUE's
+    '-': annotators did not agree).
     """
     if task_type not in ("classification", "regression"):
         raise ValueError(f"task_type must be 'classification' or 'regression', got {task_type!r}")
@@ -70,7 +78,10 @@ def read_examples(
     if fmt not in ("tsv", "csv", "jsonl"):
         raise DataError(f"{path}: unknown format (extension); pass fmt=tsv, csv or jsonl")
     name = os.path.basename(path)
-    records = _json_records(path, name) if fmt == "jsonl" else _table_records(path, name, fmt)
+    if fmt == "jsonl":
+        records = _json_records(path, name)
+    else:
+        records = _table_records(path, name, fmt, columns=columns, header_names=text_a)
     records = list(records)
     columns = [text_a] + ([text_b] if text_b else [])
     has_label = any(label in rec for _, rec in records)
@@ -81,8 +92,11 @@ def read_examples(
         if missing:
             raise DataError(f"{where}: missing column(s) {missing}; the row has {sorted(rec)}")
         texts = [_text(rec[c], c, where) for c in columns]
+        if has_label and rec[label] in skip_labels:
+            continue
         value = _label(rec[label], label, task_type, where) if has_label else None
-        examples.append(Example(where, texts[0], texts[1] if text_b else None, value))
+        key = rec.get(id) if id else None
+        examples.append(Example(where, texts[0], texts[1] if text_b else None, value, key))
     return examples
 
 
@@ -111,10 +125,13 @@ def text_lines(path: str | os.PathLike, newline: str | None = None) -> Iterator[
             raise not_utf8(path) from None
 
 
-def _table_records(path: str, name: str, fmt: str) -> Iterator[tuple[int, dict]]:
+def _table_records(
+    path: str, name: str, fmt: str, columns: Sequence[str] = (), header_names: str = ""
+) -> Iterator[tuple[int, dict]]:
     """(line, {column: value}) per data row. TSV is split on tabs without quoting (GLUE files
     contain unbalanced quotes); CSV goes through the csv module (quoted fields may span lines,
-    so the line reported is where the record starts)."""
+    so the line reported is where the record starts). With ``columns``, a first row that does
+    not contain ``header_names`` is data, read under those names."""
     f = text_lines(path, newline="")
     if fmt == "tsv":
         rows = ((i, line.rstrip("\r\n").split("\t")) for i, line in enumerate(f, 1))
@@ -124,6 +141,8 @@ def _table_records(path: str, name: str, fmt: str) -> Iterator[tuple[int, dict]]
     for line, row in rows:
         if len(row) <= 1 and not "".join(row).strip():
             continue  # blank lines (e.g. a trailing newline) carry nothing
+        if header is None and columns and header_names not in [c.strip() for c in row]:
+            header = list(columns)
         if header is None:
             header = [c.strip() for c in row]
             dupes = sorted({c for c in header if header.count(c) > 1})
