@@ -45,16 +45,34 @@ TASKS = {
     "stsb": ("STS-B", "regression", "sentence1", "sentence2", "score", "index", "", ""),
     "qqp": ("QQP", "classification", "question1", "question2", "is_duplicate", "id", "0,1", "1"),
     "mnli": (
-        "MNLI", "classification", "sentence1", "sentence2", "gold_label", "index",
-        "contradiction,entailment,neutral", "",
+        "MNLI",
+        "classification",
+        "sentence1",
+        "sentence2",
+        "gold_label",
+        "index",
+        "contradiction,entailment,neutral",
+        "",
     ),  # fmt: skip
     "qnli": (
-        "QNLI", "classification", "question", "sentence", "label", "index",
-        "entailment,not_entailment", "",
+        "QNLI",
+        "classification",
+        "question",
+        "sentence",
+        "label",
+        "index",
+        "entailment,not_entailment",
+        "",
     ),  # fmt: skip
     "rte": (
-        "RTE", "classification", "sentence1", "sentence2", "label", "index",
-        "entailment,not_entailment", "",
+        "RTE",
+        "classification",
+        "sentence1",
+        "sentence2",
+        "label",
+        "index",
+        "entailment,not_entailment",
+        "",
     ),  # fmt: skip
     "wnli": ("WNLI", "classification", "sentence1", "sentence2", "label", "index", "0,1", ""),
 }

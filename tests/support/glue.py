@@ -3,6 +3,7 @@ headers: CoLA's train and dev without one, MNLI's matched and mismatched sets, t
 an index and no label), built from the fine-tuning tests' words."""
 
 import numpy as np
+
 from support.finetune import sentences
 
 # task -> (folder, train/dev header or None, test header, how a row is made)
