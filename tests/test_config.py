@@ -200,7 +200,13 @@ def test_a_finetuning_config_has_no_pretraining_leaf(name):
     shared |= {"optim", "evals", "execution"}
     pretraining_only = set(pretrain_defaults()) - shared
     assert {"objective", "electra", "train_flops", "cross_eval"} <= pretraining_only
-    arg = {"searched": "sentiment", "suite": "headlines"}.get(name)  # those take an argument
+    arg = {
+        "searched": "sentiment",
+        "suite": "headlines",
+        "glue": "mnli",
+        "clue": "afqmc",
+        "squad": "v1.1",
+    }.get(name)  # those take an argument
     config = importlib.import_module(f"configs.finetune.{name}").get_config(arg)
     assert not set(config) & pretraining_only, sorted(set(config) & pretraining_only)
     assert set(TrainerConfig.section()) | set(FinetuneConfig.section()) <= set(config)
@@ -221,7 +227,13 @@ def test_a_finetuning_configs_task_section_reads_into_its_kinds_settings(name):
 
     from albert_jax.tasks.finetune_config import TASK_SETTINGS, TaskSettings
 
-    arg = {"searched": "sentiment", "suite": "headlines"}.get(name)
+    arg = {
+        "searched": "sentiment",
+        "suite": "headlines",
+        "glue": "mnli",
+        "clue": "afqmc",
+        "squad": "v1.1",
+    }.get(name)
     config = importlib.import_module(f"configs.finetune.{name}").get_config(arg)
     kind = TASK_SETTINGS[config.task.type]
     assert set(kind.section()) <= set(config.task)
@@ -232,7 +244,8 @@ def test_a_finetuning_configs_task_section_reads_into_its_kinds_settings(name):
         k: config.task[k] for k in kind.section()
     }
     assert "input" in declared and "input" not in config.task  # finetune.predict's own
-    others = {"text_a", "text_b", "label", "scheme", "space_between_words"} - declared
+    classification = {"text_a", "text_b", "label", "id", "columns", "skip_labels", "positive"}
+    others = (classification | {"scheme", "space_between_words"}) - declared
     assert set(config.task) - declared == others  # unread
 
 
