@@ -81,6 +81,12 @@ def test_each_glue_task_reads_its_files_scores_dev_and_writes_its_submission(
                 float(pred)
             else:
                 assert pred in labels
+    if task == "qqp":  # the malformed train row is left out, all the others read
+        config = tiny(task, root, pretrained)
+        from albert_jax.tasks.finetuning import FinetuneData
+
+        counts = FinetuneData(config).stats["train"]
+        assert counts["bad_rows_skipped"] == 1 and counts["examples"] == N["train"]
     if task == "mnli":  # the mismatched dev set, scored at the end
         assert set(results["dev_mismatched"]) >= {"accuracy", "mcc"}
         assert len(read_jsonl(tmp_path / "predictions" / "dev_mismatched.jsonl")) == N["dev"]
@@ -136,6 +142,9 @@ def test_bad_glue_input_names_the_file_line_or_setting(glue_dir, pretrained, tmp
     (bad / "train.tsv").write_text((root / "CoLA" / "train.tsv").read_text())
     with pytest.raises(DataError, match=r"test.tsv:2: no id \(column 'index'\)"):
         runs.run(tiny("cola", tmp_path, pretrained), str(tmp_path / "run"))
+    # QQP's malformed row is an error to a reader not told to skip it, naming its line
+    with pytest.raises(DataError, match=r"train.tsv:5: 3 fields but the header has 6"):
+        read_examples(root / "QQP" / "train.tsv", text_a="question1", text_b="question2")
     with pytest.raises(DataError, match="task.benchmark='glue/nope': unknown"):
         benchmarks.get("glue/nope")
     with pytest.raises(ValueError, match="glue.py:TASK"):

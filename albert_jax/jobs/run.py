@@ -161,6 +161,10 @@ def _print_data(data: FinetuneData) -> None:
         if s.get("answers_not_found"):
             kept = "skipped" if s.get("skipped") else "scored on their texts"
             extra += f", {s['answers_not_found']} answers not at their offsets ({kept})"
+        if s.get("bad_rows_skipped"):
+            extra += f", {s['bad_rows_skipped']} rows with the wrong number of fields skipped"
+        if s.get("skipped_labels"):
+            extra += f", {s['skipped_labels']} rows skipped for their label (task.skip_labels)"
         print(f"{split}: {s['examples']} examples, {cut} truncated{extra}", flush=True)
 
 

@@ -80,17 +80,17 @@ class ClassificationReader(FinetuneReader):
 
     def read(self, path):
         s = self.settings
-        bench = benchmarks.get(s.benchmark) if s.benchmark else None
+        bench, counts = benchmarks.get(s.benchmark) if s.benchmark else None, {}
         if bench and bench.read:  # files the columns alone cannot read (CLUE's CSL, WSC)
             examples = bench.read(path, s)
         else:
             examples = D.read_examples(
                 path, text_a=s.text_a, text_b=s.text_b or None, label=s.label, task_type=s.type,
                 id=s.id or None, columns=regex_list(s.columns),
-                skip_labels=regex_list(s.skip_labels),
+                skip_labels=regex_list(s.skip_labels), bad_rows=s.bad_rows, counts=counts,
             )  # fmt: skip
         benchmarks.check_ids(s.benchmark, path, examples, s.id)
-        return examples, {}
+        return examples, counts
 
     def check_targets(self, examples) -> None:
         if ex := first_without(examples, "label"):
@@ -130,6 +130,7 @@ def benchmark_fields(s: ClassificationSettings) -> dict:
         "id": s.id,
         "columns": list(regex_list(s.columns)),
         "positive": s.positive,
+        "bad_rows": "" if s.bad_rows == "error" else s.bad_rows,
     }
 
 

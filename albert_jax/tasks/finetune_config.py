@@ -184,6 +184,9 @@ class ClassificationSettings(TaskSettings):
     # ('a,b,c' or a sequence; GLUE's CoLA: 'source,label,original_label,sentence')
     columns: Any = ()
     skip_labels: Any = ()  # rows with these labels are left out (CLUE's '-': no agreement)
+    # 'skip': table rows with another number of fields than the header are left out and
+    # counted, instead of an error (GLUE's QQP train file has some)
+    bad_rows: str = "error"
     positive: str = ""  # a binary task's positive class: its F1 is reported as `f1` (MRPC, QQP)
 
 

@@ -11,7 +11,8 @@ qnli, rte, wnli.
 QNLI/, RTE/, WNLI/); `init` a checkpoint to fine-tune (required: e.g. a released model converted
 with `python -m albert_jax.convert`, whose tokenizer comes with it). The files are read as GLUE
 ships them: CoLA's train and dev without a header row, MNLI's matched and mismatched dev and
-test sets, every test file without labels.
+test sets, every test file without labels, QQP's rows with the wrong number of fields (its
+train file has some) skipped and counted.
 
 Metrics as GLUE defines them (every run also reports accuracy, macro-F1 and Matthews): CoLA
 Matthews correlation (`mcc`); STS-B Pearson and Spearman; MRPC and QQP F1 of the paraphrase
@@ -102,6 +103,8 @@ def get_config(arg: str | None = None):
     t.update(labels=tuple(labels.split(",")) if labels else (), positive=positive)
     t.max_seq_length = 512
     t.update(train=f"{folder}/train.tsv", dev=f"{folder}/dev.tsv", test=f"{folder}/test.tsv")
+    if arg == "qqp":  # its train file has rows with too few fields (a question with a tab)
+        t.bad_rows = "skip"  # left out and counted: the run prints how many
     if arg == "cola":
         t.columns = tuple(COLA_COLUMNS.split(","))
     if arg == "mnli":

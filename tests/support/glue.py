@@ -92,6 +92,8 @@ def write_glue(root, tasks=tuple(FOLDERS), seed=0):
         for name, (split, header) in files.items():
             rows = [_row(task, rng, i, split) for i in range(N[split])]
             lines = ([header] if header else []) + ["\t".join(r) for r in rows]
+            if task == "qqp" and split == "train":  # as GLUE's: a row with too few fields
+                lines.insert(4, '"\tWas it real?\t0')
             (d / name).write_text("\n".join(lines) + "\n")
             if split == "test":
                 made[task][name] = [r[0] for r in rows]

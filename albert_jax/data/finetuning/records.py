@@ -60,6 +60,8 @@ def read_examples(
     id: str | None = None,
     columns: Sequence[str] = (),
     skip_labels: Sequence[str] = (),
+    bad_rows: str = "error",
+    counts: dict | None = None,
 ) -> list[Example]:
     """Reads a TSV / CSV (header row, or ``columns``) or JSONL file into ``Example`` objects.
 
@@ -69,8 +71,13 @@ def read_examples(
     column whose value becomes ``Example.id`` (where a file has it). ``columns``: the names of
     a table's columns when its first row is not a header (one that does not name ``text_a``:
     GLUE's CoLA train and dev files). Rows labelled one of ``skip_labels`` are left out (CLUE's
-    '-': annotators did not agree).
+    '-': annotators did not agree). ``bad_rows='skip'``: a table row with another number of
+    fields than the header is left out instead of an error (GLUE's QQP train file has some);
+    ``counts`` (a dict) then gets ``bad_rows_skipped``, and ``skipped_labels`` for the former.
     """
+    if bad_rows not in ("error", "skip"):
+        raise DataError(f"{os.fspath(path)}: bad_rows must be 'error' or 'skip', got {bad_rows!r}")
+    counts = {} if counts is None else counts
     if task_type not in ("classification", "regression"):
         raise ValueError(f"task_type must be 'classification' or 'regression', got {task_type!r}")
     path = os.fspath(path)
@@ -81,7 +88,10 @@ def read_examples(
     if fmt == "jsonl":
         records = _json_records(path, name)
     else:
-        records = _table_records(path, name, fmt, columns=columns, header_names=text_a)
+        records = _table_records(
+            path, name, fmt, columns=columns, header_names=text_a, counts=counts,
+            skip_bad=bad_rows == "skip",
+        )  # fmt: skip
     records = list(records)
     columns = [text_a] + ([text_b] if text_b else [])
     has_label = any(label in rec for _, rec in records)
@@ -93,6 +103,7 @@ def read_examples(
             raise DataError(f"{where}: missing column(s) {missing}; the row has {sorted(rec)}")
         texts = [_text(rec[c], c, where) for c in columns]
         if has_label and rec[label] in skip_labels:
+            counts["skipped_labels"] = counts.get("skipped_labels", 0) + 1
             continue
         value = _label(rec[label], label, task_type, where) if has_label else None
         key = rec.get(id) if id else None
@@ -126,7 +137,13 @@ def text_lines(path: str | os.PathLike, newline: str | None = None) -> Iterator[
 
 
 def _table_records(
-    path: str, name: str, fmt: str, columns: Sequence[str] = (), header_names: str = ""
+    path: str,
+    name: str,
+    fmt: str,
+    columns: Sequence[str] = (),
+    header_names: str = "",
+    skip_bad: bool = False,
+    counts: dict | None = None,
 ) -> Iterator[tuple[int, dict]]:
     """(line, {column: value}) per data row. TSV is split on tabs without quoting (GLUE files
     contain unbalanced quotes); CSV goes through the csv module (quoted fields may span lines,
@@ -148,6 +165,9 @@ def _table_records(
             dupes = sorted({c for c in header if header.count(c) > 1})
             if dupes:
                 raise DataError(f"{name}:{line}: duplicate column name(s) {dupes}")
+            continue
+        if len(row) != len(header) and skip_bad and counts is not None:
+            counts["bad_rows_skipped"] = counts.get("bad_rows_skipped", 0) + 1
             continue
         if len(row) != len(header):
             raise DataError(
