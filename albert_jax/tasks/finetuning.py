@@ -545,9 +545,14 @@ def check_config(config) -> None:
             f"got {length!r}"
         )
     try:
-        M.best_metric_name(task.type, f.best_metric or None)
+        metric = M.best_metric_name(task.type, f.best_metric or None)
     except ValueError as e:
         raise FinetuneError(f"best_metric: {e}") from None
+    if metric == "f1" and task.type == "classification" and not task.positive:
+        raise FinetuneError(
+            "best_metric: 'f1' (one class's F1) needs task.positive, the class it is of (e.g. "
+            "--config.task.positive=1); else choose one of accuracy, macro_f1, mcc"
+        )
     if task.benchmark:
         benchmarks.get(task.benchmark)  # an unknown name: the error lists the known ones
     if isinstance(task, TaggingSettings) and task.scheme not in M.SCHEMES:  # else a KeyError

@@ -535,8 +535,9 @@ def tsv_config(**settings):
         ({"eval_every": -1}, "eval_every must be an integer >= 0, got -1"),
         ({"log_every": 0}, "log_every must be an integer >= 1, got 0"),
         ({"checkpoint_every": -1}, "checkpoint_every must be an integer >= 0, got -1"),
-        ({"best_metric": "f1"}, "best_metric: metric 'f1' is not computed for classification "
-         "tasks; choose one of \\['accuracy', 'macro_f1', 'mcc'\\]"),
+        ({"best_metric": "f2"}, "best_metric: metric 'f2' is not computed for classification "
+         "tasks; choose one of \\['accuracy', 'macro_f1', 'mcc', 'f1'\\]"),
+        ({"best_metric": "f1"}, r"best_metric: 'f1' \(one class's F1\) needs task.positive"),
         ({"task.max_seq_length": 2}, r"task.max_seq_length must be an integer >= 3 \(\[CLS\] "),
         ({"fresh_params": "^classifier/("}, r"fresh_params: '\^classifier/\(' is not a regex"),
         ({"task.type": "tagging", "task.scheme": "IOB"},
