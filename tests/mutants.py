@@ -1,13 +1,13 @@
-"""Mutation check: 80 hand-written plausible bugs, applied one at a time to a temporary copy of
+"""Mutation check: 82 hand-written plausible bugs, applied one at a time to a temporary copy of
 the repository, each run against the few tests that should catch it. Outside the default suite
 (the name does not match test_*.py). The mutants, by module of albert_jax/:
 
     model/     albert 19, electra 5, losses 4, heads 1, decoding 1
     train/     optim 10, gradients 4, trainer 3, trackers 1, goodput 1
-    data/      masking 5, pipeline 5, pairs 3, documents 2, parallel 2
+    data/      masking 5, pipeline 5, pairs 3, documents 2, parallel 2, records 1
     elsewhere  tasks/pretraining 3, tasks/finetuning 1, checkpoints/checkpoint 1,
                checkpoints/train_state 1, experiments/sweep 1, text/tokenization 2, paths 2,
-               provenance 1, cli 2
+               provenance 1, cli 2, scoring/metrics 1
 
     uv run python tests/mutants.py -j 2              # all mutants, two workers
     uv run python tests/mutants.py --ci -j 2         # CI's subset (CI_MUTANTS, ~5 minutes)
@@ -288,6 +288,22 @@ MUTANTS = [
         "        if False:\n",
         "evals.NAME.sample is ignored: every epoch scores the whole split",
         ("tests/test_evals.py::test_a_dev_sample_in_training_and_the_whole_split_at_the_end",),
+    ),
+    Mutant(
+        "glue-headerless-first-row-lost",
+        "albert_jax/data/finetuning/records.py",
+        "            header = list(columns)\n",
+        "            header = list(columns)\n            continue\n",
+        "a file without a header row (GLUE's CoLA) loses its first example as if it were one",
+        ("tests/test_glue.py::test_cola_reads_headerless_files_and_a_test_file_with_its_header",),
+    ),
+    Mutant(
+        "positive-f1-micro",
+        "albert_jax/scoring/metrics.py",
+        'pos_label=positive, average="binary"',
+        'pos_label=positive, average="micro"',
+        "MRPC / QQP's F1 is the micro average over both classes (= accuracy), not the positive's",
+        ("tests/test_glue.py::test_binary_f1_is_the_positive_class_and_matthews_sklearns",),
     ),
     Mutant(
         "kept-cell-any-pretraining",

@@ -159,3 +159,16 @@ def test_table_14_is_the_starting_point():
     assert c.model.classifier_dropout == 0.1 and c.task.max_seq_length == 512
     wnli = glue.get_config("wnli")  # not in the table: searched on dev
     assert wnli.optim.learning_rate is None and wnli.lr_search.enabled
+
+
+def test_binary_f1_is_the_positive_class_and_matthews_sklearns():
+    from albert_jax.scoring.metrics import classification_metrics
+
+    rng = np.random.default_rng(3)
+    y, p = rng.integers(0, 2, 200), rng.integers(0, 2, 200)
+    p[:40] = y[:40]  # some agreement, unequal classes
+    for positive in (0, 1):
+        got = classification_metrics(y, p, positive)
+        assert got["f1"] == pytest.approx(f1_score(y, p, pos_label=positive), abs=1e-12)
+        assert got["mcc"] == pytest.approx(matthews_corrcoef(y, p), abs=1e-12)
+    assert "f1" not in classification_metrics(y, p)  # only for a task with a positive class
