@@ -208,3 +208,14 @@ def test_the_presets_are_clue_s_baselines():
     with pytest.raises(ValueError, match="clue.py:TASK"):
         clue.get_config("cluewsc2020")
     assert TEST_ID > N["test"]  # the fixture's test ids are not row numbers
+
+
+def test_a_missing_file_names_the_data_dir_it_was_looked_for_under(tmp_path):
+    from albert_jax.jobs.start import check_files
+    from albert_jax.tasks.finetune_config import FinetuneError
+
+    c = clue.get_config("afqmc")
+    c.task.data_dir = str(tmp_path)
+    with pytest.raises(FinetuneError, match=r"afqmc_public/train.json does not exist .*"
+                                            r"DIR/afqmc_public/train.json here"):  # fmt: skip
+        check_files(c)
