@@ -182,6 +182,9 @@ FINETUNE_CONFIGS = sorted(
     for p in glob.glob(os.path.join(os.path.dirname(__file__), "..", "configs", "finetune", "*.py"))
     if os.path.basename(p) not in ("__init__.py", "common.py")
 )
+# the configs that take an argument (`CONFIG:ARG`): one of theirs
+FINETUNE_ARGS = {"searched": "sentiment", "suite": "headlines", "glue": "mnli", "clue": "csl",
+                 "squad": "v2.0"}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", FINETUNE_CONFIGS)
@@ -200,7 +203,7 @@ def test_a_finetuning_config_has_no_pretraining_leaf(name):
     shared |= {"optim", "evals", "execution"}
     pretraining_only = set(pretrain_defaults()) - shared
     assert {"objective", "electra", "train_flops", "cross_eval"} <= pretraining_only
-    arg = {"searched": "sentiment", "suite": "headlines"}.get(name)  # those take an argument
+    arg = FINETUNE_ARGS.get(name)
     config = importlib.import_module(f"configs.finetune.{name}").get_config(arg)
     assert not set(config) & pretraining_only, sorted(set(config) & pretraining_only)
     assert set(TrainerConfig.section()) | set(FinetuneConfig.section()) <= set(config)
@@ -221,7 +224,7 @@ def test_a_finetuning_configs_task_section_reads_into_its_kinds_settings(name):
 
     from albert_jax.tasks.finetune_config import TASK_SETTINGS, TaskSettings
 
-    arg = {"searched": "sentiment", "suite": "headlines"}.get(name)
+    arg = FINETUNE_ARGS.get(name)
     config = importlib.import_module(f"configs.finetune.{name}").get_config(arg)
     kind = TASK_SETTINGS[config.task.type]
     assert set(kind.section()) <= set(config.task)
