@@ -13,6 +13,7 @@ from support.finetune import make_config, read_jsonl
 
 from albert_jax.jobs import run as runs
 from albert_jax.tasks import finetuning as F
+from albert_jax.tasks.finetune_config import TaskSettings
 from albert_jax.train.config import EvalConfig, TrainConfigError, read_evals
 from albert_jax.train.trainer import kept
 from configs.finetune.common import get_common
@@ -50,12 +51,13 @@ CONFIGS = sorted(
 def test_every_config_declares_its_evaluators(module):
     """Every config gets the defaults from its common.py, so `--config.evals.NAME.every=N`
     parses (here as the command line applies it) and reads back typed."""
-    args = {"searched": ("sentiment",), "suite": ("headlines",)}  # those take an argument
+    args = {"searched": ("sentiment",), "suite": ("headlines",), "glue": ("mnli",),
+            "clue": ("cmrc2018",), "squad": ("v1.1",)}  # those take an argument  # fmt: skip
     get_config = importlib.import_module(module).get_config
     config = get_config(*args.get(module.rsplit(".", 1)[1], ()))
     name = "eval" if module.startswith("configs.pretrain") else "dev"
     config.update_from_flattened_dict({f"evals.{name}.every": 100})
-    splits = ("",) if name == "eval" else F.FinetuneTask.splits
+    splits = ("",) if name == "eval" else TaskSettings.from_config(config.task).splits
     assert read_evals(config, {}, splits)[name].every == 100
 
 

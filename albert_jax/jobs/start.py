@@ -44,10 +44,11 @@ def check_files(config) -> None:
             name, home = t.prepare, t.prepare_dir
             hint = ""
             if t.benchmark:  # a preset's relative names, under the benchmark's folder
+                file = t.extras.get(split) or getattr(t, split)
                 hint = (
                     f" (task.data_dir={t.data_dir!r}: name the folder that holds the "
-                    f"benchmark's task folders, e.g. --config.task.data_dir=GLUE_DIR for "
-                    "GLUE_DIR/CoLA/train.tsv)"
+                    f"benchmark's files as it ships them, DIR/{file} here, e.g. "
+                    "--config.task.data_dir=GLUE_DIR for GLUE_DIR/CoLA/train.tsv)"
                 )
             elif name and home and epath.Path(home).exists():
                 hint = (

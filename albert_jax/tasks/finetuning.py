@@ -251,6 +251,7 @@ class FinetuneTask(Task, Evaluator):
     model itself, as generation does, also its own `predict`."""
 
     progress_keys = ("loss", "accuracy", "learning_rate")
+    splits = ("train", "dev", "test")  # what `config.evals` may name (a task: and its extras)
 
     def __init__(self, config, data: FinetuneData, workdir: str | None = None):
         self.config, self.data = config, data

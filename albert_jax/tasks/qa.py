@@ -38,7 +38,8 @@ class QAExample:
     qid: str
     question: str
     context: str
-    answers: tuple[str, ...]  # gold texts (empty: unanswerable)
+    # gold texts (empty: unanswerable); None: the file gives none (a test split to predict)
+    answers: tuple[str, ...] | None
     answer_start: int | None  # character offset of the first answer (training target)
     given_start: int | None = None  # the file's answer_start (even where the text is not there)
 
@@ -46,7 +47,10 @@ class QAExample:
 def read_squad(path: str | os.PathLike) -> tuple[list[QAExample], dict]:
     """Examples of a SQuAD v1.1 / v2.0 JSON file, and counts. Answers not found at their
     offsets are counted (``answers_not_found``) and the question keeps its gold texts for
-    scoring but gets no training target."""
+    scoring but gets no training target. A file none of whose questions has an answer or
+    `is_impossible` (no `answers` key, or empty lists: CMRC 2018's test set) is one to predict:
+    its examples have ``answers=None`` (no metrics; training on it is refused); a file that
+    gives answers for some questions must give them (or `is_impossible`) for all."""
     name = os.fspath(path)
     try:
         with paths.open_text(name) as f:
@@ -55,7 +59,7 @@ def read_squad(path: str | os.PathLike) -> tuple[list[QAExample], dict]:
         raise DataError(f"{name}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):
         raise DataError(f"{name}: expected a SQuAD file, {{'data': [...]}} at the top")
-    examples, not_found, seen = [], 0, set()
+    examples, not_found, seen, unlabelled = [], 0, set(), []
     for i, article in enumerate(doc["data"]):
         for j, para in enumerate(_field(article, "paragraphs", list, f"{name}: data[{i}]")):
             at = f"{name}: data[{i}].paragraphs[{j}]"
@@ -70,7 +74,14 @@ def read_squad(path: str | os.PathLike) -> tuple[list[QAExample], dict]:
                 if not question:
                     raise DataError(f"{where}: empty question")
                 impossible = bool(qa.get("is_impossible", False))
-                answers = [] if impossible else _field(qa, "answers", list, where)
+                if impossible or qa.get("answers"):
+                    answers = [] if impossible else _field(qa, "answers", list, where)
+                else:  # no gold here: a file to predict, unless others have theirs (below)
+                    if "answers" in qa:
+                        _field(qa, "answers", list, where)
+                    unlabelled.append(where)
+                    examples.append(QAExample(where, qid, question, context, None, None))
+                    continue
                 texts, start, given = [], None, None
                 for n, a in enumerate(answers):
                     text = _field(a, "text", str, f"{where}.answers[{n}]")
@@ -84,11 +95,11 @@ def read_squad(path: str | os.PathLike) -> tuple[list[QAExample], dict]:
                             start = offset
                         else:
                             not_found += 1
-                if not impossible and not texts:
-                    raise DataError(f"{where}: no answers and not is_impossible")
                 examples.append(
                     QAExample(where, qid, question, context, tuple(texts), start, given)
                 )
+    if unlabelled and len(unlabelled) < len(examples):
+        raise DataError(f"{unlabelled[0]}: no answers and not is_impossible")
     return examples, {"answers_not_found": not_found}
 
 
@@ -289,7 +300,9 @@ class QATask(FinetuneTask):
             for ex, w in zip(examples, windows, strict=True)
         ]
         preds = {ex.qid: d["text"] for ex, d in zip(examples, decoded, strict=True)}
-        golds = {ex.qid: list(ex.answers) for ex in examples}
+        # a split without gold (CMRC 2018's test set: `read_squad`) is predicted, not scored
+        scored = [ex for ex in examples if ex.answers is not None]
+        golds = {ex.qid: list(ex.answers) for ex in scored}
         char_level = bool(h["char_level"])
         values, na = {}, None
         if any(not a for a in golds.values()):  # v2: some questions have no answer
@@ -299,11 +312,13 @@ class QATask(FinetuneTask):
                 self.null_threshold = float(tuned["best_f1_thresh"])
             values["null_threshold"] = self.null_threshold
         threshold = self.null_threshold if na is not None else None  # v1: never no-answer
-        if examples:
+        if not scored:  # no gold: dev's tuned threshold, if dev had unanswerable questions
+            threshold = self.null_threshold
+        if scored:
             values.update(
                 squad.squad_evaluate(golds, preds, na, threshold or 0.0, char_level=char_level)
             )
-        if examples and na is not None:
+        if scored and na is not None:
             values = _with_floors(values, golds, preds, char_level)
         rows = []
         for ex, d in zip(examples, decoded, strict=True):
@@ -312,7 +327,8 @@ class QATask(FinetuneTask):
                 text = ""
             rows.append(
                 {"where": ex.where, "id": ex.qid, "question": ex.question, "prediction": text,
-                 "answers": list(ex.answers), "null_score_diff": d["null_score_diff"],
+                 "answers": None if ex.answers is None else list(ex.answers),
+                 "null_score_diff": d["null_score_diff"],
                  "nbest": d["nbest"][:5]}
             )  # fmt: skip
         return rows, {k: float(v) for k, v in values.items() if isinstance(v, int | float)}
@@ -345,6 +361,13 @@ class QAReader(FinetuneReader):
 
     def read(self, path):
         return read_squad(path)
+
+    def check_targets(self, examples) -> None:
+        if ex := next((e for e in examples if e.answers is None), None):
+            raise DataError(
+                f"task.train {self.settings.train}: {ex.where}: no answers and not "
+                "is_impossible (a file to predict, not to train on)"
+            )
 
     def training_examples(self, examples, path):
         return training_examples(examples, path)
