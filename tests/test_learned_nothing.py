@@ -246,3 +246,33 @@ def test_sop_warning_on_a_corpus_without_punctuation(tmp_path, capfd):
     assert all(line in log for line in sop)  # train.log keeps them
     assert sorted(evals) == [20, 40, 60, 80]
     assert all(e["sop_learned_nothing"] == 1.0 for e in evals.values())
+
+
+def test_nsp_and_electra_name_their_heads(tmp_path, capsys):
+    """Under mlm+nsp the sentence line names next-sentence prediction and leaves out the
+    sentence-boundary cause (NSP pairs take a random document's B either way); ELECTRA's MLM line
+    names the generator."""
+    from albert_jax.data.pretraining import corpus
+    from albert_jax.model import presets
+    from albert_jax.tasks.pretraining import make_task
+
+    path = tmp_path / "plain.jsonl"
+    write_unpunctuated(path)
+    config, data = tiny_config(path, tmp_path / "run")
+    corpus.build(data)
+    run = order_reader(corpus.corpus_tokenizer(data))
+    model = presets.from_run_config(config)
+
+    config.objective = "mlm+nsp"
+    m = make_task(config, data, model).evaluate(run, STEPS)
+    said = _warnings(capsys.readouterr().err)
+    assert m["sop_learned_nothing"] == 1.0 and len(said) == 2
+    assert said[1].startswith("warning: next-sentence prediction (NSP) learned nothing at the end")
+    assert "sentence boundaries" not in said[1]
+
+    config.objective = "electra"
+    task = make_task(config, data, model)
+    m = task.evaluate(lambda batch: {"mlm_accuracy": run(batch)["mlm_accuracy"]}, STEPS)
+    said = _warnings(capsys.readouterr().err)
+    assert "sop_learned_nothing" not in m and len(said) == 1
+    assert said[0].startswith("warning: MLM (the generator) learned nothing at the end (step 80)")
