@@ -17,6 +17,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tqdm import tqdm
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
@@ -333,9 +334,7 @@ class PretrainingTask(Task, Evaluator):
             warning = self._mlm_warning if head == "mlm" else self._sentence_warning
             line = warning(step, metrics, batches)
             self._warned[head] = step
-            from tqdm import tqdm  # above a progress bar, if one is drawn
-
-            tqdm.write(line, file=sys.stderr)
+            tqdm.write(line, file=sys.stderr)  # above the progress bar, if one is drawn
             log.info(line)  # train.log (the console shows warnings, not INFO)
 
     def _mlm_warning(self, step, metrics, batches) -> str:
@@ -351,8 +350,8 @@ class PretrainingTask(Task, Evaluator):
         causes = [
             f"the learning rate (too low or too high: optim.learning_rate={optim.learning_rate:g})",
             f"too few steps (total_steps={self.total_steps})",
-            "the tokenizer (one piece filling this share of the targets: see its pieces with "
-            "`python -m pretrain.inspect_data`)",
+            "the tokenizer (the pieces it cuts the text into: `python -m pretrain.inspect_data` "
+            "shows them)",
         ]
         return floors.learned_nothing_warning(
             self.mlm_head,
