@@ -3,15 +3,19 @@ within noise of its floor (the majority sentence label, the most frequent masked
 quarter of the run prints one `warning:` line (console and train.log), again at the end if it
 still holds, and its eval rows carry `sop_learned_nothing` / `mlm_learned_nothing`.
 
-The rule is `albert_jax.scoring.floors` (tested at its boundaries here); the end-to-end runs
-train a tiny model on two tiny English corpora:
+The rule is `albert_jax.scoring.floors` (tested at its boundaries here). Two tiny English
+corpora, built as a run builds them (tokenizer trained, SOP pairs with single_segment='split'):
 
 * without punctuation: lower-case made-up words, a document one line, so every document is one
   sentence and each SOP pair is a document cut in two at a random token: there is no order to
-  learn, the sentence head stays on its floor and the warning names the one-sentence share;
+  learn. A real tiny run (slow, ~50 s) stays on the floor and warns, naming the one-sentence
+  share;
 * with punctuation: documents of sentences that each start with their ordinal ("one ...",
-  "two ...") and end with a full stop: sentence order is learnable (in natural order the first
-  segment starts with "one"), the head clears its floor within the run and nothing is said.
+  "two ...") and end with a full stop: the order is readable (in natural order the first
+  segment starts with "one"). A tiny run does not learn it in a test's budget (400 steps stayed
+  on the floor, MLM too), so the absence is tested through the evaluator on the real eval
+  batches of that corpus with a hand-written reader of the order (`order_reader`) standing for
+  a model that learned it: no SOP line.
 """
 
 from __future__ import annotations
