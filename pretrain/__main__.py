@@ -141,6 +141,7 @@ def _pretrain(config, plan: Plan):
             flush=True,
         )
         plan = plan.replace(total_steps=steps).with_optim(total_steps=steps)
+        task.total_steps = steps  # the learned-nothing warning's run length
     train(config, _WORKDIR.value, task.job(), plan)
     if jax.process_index() == 0:
         write_model(_WORKDIR.value, plan.total_steps)

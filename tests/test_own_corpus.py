@@ -275,7 +275,7 @@ def test_cross_eval_scores_the_sentence_head_on_both_tasks(texts, tmp_path):
         assert m[f"{mode}_task_majority"] == pytest.approx(labels[mode])
     config.cross_eval = False
     plain = PretrainingTask(config, data, presets.from_run_config(config)).evaluate(run, 0)
-    assert set(plain) == {"sop_accuracy", "sop_majority_share", "loss"}
+    assert set(plain) == {"sop_accuracy", "sop_majority_share", "sop_learned_nothing", "loss"}
     assert plain["sop_majority_share"] == pytest.approx(labels["nsp"])
 
 

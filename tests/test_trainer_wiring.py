@@ -103,9 +103,12 @@ def test_majority_baselines_are_the_constant_predictors_accuracies():
     assert list(m) == [
         "mlm_accuracy",
         "mlm_majority_accuracy",
+        "mlm_learned_nothing",
         "sop_accuracy",
         "sop_majority_share",
+        "sop_learned_nothing",
     ]
+    assert m["mlm_learned_nothing"] == m["sop_learned_nothing"] == 1.0  # the floors themselves
     assert m["mlm_majority_accuracy"] == pytest.approx(m["mlm_accuracy"], rel=1e-6)
     # by hand: 3 of 8 weight in batch 0, 1 of 1 in batch 1, each over (weight + 1e-5)
     assert m["mlm_majority_accuracy"] == pytest.approx((3 / 8 + 1) / 2, rel=1e-5)

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tqdm import tqdm
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
-from albert_jax.data.pretraining import pairs
+from albert_jax.data.pretraining import corpus, pair_check, pairs
 from albert_jax.data.pretraining.config import DataConfig
 from albert_jax.data.pretraining.pipeline import make_iterator, small_split_error
 from albert_jax.errors import InputError
@@ -27,12 +30,15 @@ from albert_jax.model.albert import AlbertForPreTraining
 from albert_jax.model.config import Execution
 from albert_jax.model.flops import train_flops_per_sequence
 from albert_jax.model.losses import mlm_denominator, pretraining_loss
+from albert_jax.scoring import floors
 from albert_jax.tasks.pretrain_config import OBJECTIVES, PRETRAIN_EVALS, PretrainConfig
 from albert_jax.train.task import Callbacks, Evaluator, Job, Start, Task
 from albert_jax.train.workdir import load_workdir, workdir_steps
 
 # Batch fields the evaluation's majority baselines are computed from.
 BASELINE_KEYS = ("masked_lm_ids", "masked_lm_weights", "sentence_order_label")
+
+log = logging.getLogger(__name__)
 
 
 class ObjectiveError(InputError):
@@ -97,6 +103,7 @@ class PretrainingTask(Task, Evaluator):
     batches, `predict` then `score`); `job()` is what the trainer runs."""
 
     init_source = "pretrained weights"
+    mlm_head = "MLM"  # what the learned-nothing warning calls the MLM head
 
     def __init__(self, config, data_config, model_config, pretrained=None):
         """`pretrained`: a `Source` to start from (continued pretraining); the trainer loads its
@@ -121,6 +128,11 @@ class PretrainingTask(Task, Evaluator):
         self.progress_keys = ("loss", "mlm_accuracy", *sentence, "learning_rate")
         self.global_batch_size = int(data_config.global_batch_size)
         self.seq_length = int(data_config.max_seq_length)
+        # The run's length, for the learned-nothing warning's "meaningful share" (a FLOPs
+        # budget's steps are set here once known: `pretrain/__main__.py`).
+        self.total_steps = int(config.total_steps)
+        self._warned: dict[str, int] = {}  # head ('mlm' / 'sop') -> the step it was warned at
+        self._one_sentence: tuple[int, int] | None = None  # (one-sentence, sampled) documents
 
     def job(self) -> Job:
         """The trainer's job: this task with its training batches, evaluation and start."""
@@ -268,6 +280,10 @@ class PretrainingTask(Task, Evaluator):
         return metrics
 
     def _score_mode(self, batches) -> dict[str, float]:
+        """The metrics of one sentence task's batches, each floor beside its accuracy and, after
+        the floor, whether the accuracy is within noise of it (`..._learned_nothing`, 1.0 / 0.0:
+        `albert_jax.scoring.floors.within_noise` on the evaluated pairs / masked tokens; at
+        every evaluation, the warning only past `floors.MIN_RUN_SHARE` of the run)."""
         sums: dict[str, float] = {}
         per_token: dict[str, list[np.ndarray]] = {}  # arrays from eval_step, for `token_metrics`
         targets: list[tuple[np.ndarray, np.ndarray]] = []  # (masked_lm_ids, weights) per batch
@@ -287,11 +303,111 @@ class PretrainingTask(Task, Evaluator):
         if "mlm_accuracy" in metrics and targets:
             floor = mlm_majority_accuracy(*zip(*targets, strict=True))
             metrics = _beside(metrics, "mlm_accuracy", "mlm_majority_accuracy", floor)
+            n = float(sum(np.sum(w) for _, w in targets))
+            flat = floors.within_noise(metrics["mlm_accuracy"], floor, n)
+            metrics = _beside(metrics, "mlm_majority_accuracy", "mlm_learned_nothing", float(flat))
         if "sop_accuracy" in metrics and labels:
             share = float(np.mean([np.mean(b) for b in labels]))  # of label 1
             share = max(share, 1.0 - share)
             metrics = _beside(metrics, "sop_accuracy", "sop_majority_share", share)
+            n = float(sum(np.size(b) for b in labels))
+            flat = floors.within_noise(metrics["sop_accuracy"], share, n)
+            metrics = _beside(metrics, "sop_majority_share", "sop_learned_nothing", float(flat))
         return self.token_metrics(per_token, metrics)
+
+    def check(self, split, step, predictions, metrics) -> None:
+        """One `warning:` line per head (console and train.log) whose accuracy is within noise
+        of its floor (`mlm_learned_nothing` / `sop_learned_nothing`) once `floors.MIN_RUN_SHARE`
+        of the run has passed: at the first such evaluation, and again at the last one (step
+        `total_steps`) if it still holds, never at those between (each row keeps the flag).
+        Process 0; the run's own sentence task only (not `cross_eval`'s other one)."""
+        del split
+        if jax.process_index() != 0 or not floors.meaningful_share(step, self.total_steps):
+            return
+        final = step >= self.total_steps
+        for head in ("mlm", "sop"):
+            if not metrics.get(f"{head}_learned_nothing"):
+                continue
+            if head in self._warned and (not final or self._warned[head] == step):
+                continue
+            batches = predictions[self._mode()]
+            warning = self._mlm_warning if head == "mlm" else self._sentence_warning
+            line = warning(step, metrics, batches)
+            self._warned[head] = step
+            tqdm.write(line, file=sys.stderr)  # above the progress bar, if one is drawn
+            log.info(line)  # train.log (the console shows warnings, not INFO)
+
+    def _mlm_warning(self, step, metrics, batches) -> str:
+        ids = [host["masked_lm_ids"] for _, host in batches]
+        weights = [host["masked_lm_weights"] for _, host in batches]
+        top = majority_piece(ids, weights)
+        piece = f"id {top}"
+        try:  # the piece itself, from the corpus's tokenizer
+            piece = f"{corpus.corpus_tokenizer(self.data).convert_ids_to_tokens([top])[0]!r}"
+        except Exception:  # noqa: BLE001 (a warning never stops a run; the id says enough)
+            pass
+        optim = self.config.optim
+        causes = [
+            f"the learning rate (too low or too high: optim.learning_rate={optim.learning_rate:g})",
+            f"too few steps (total_steps={self.total_steps})",
+            "the tokenizer (the pieces it cuts the text into: `python -m pretrain.inspect_data` "
+            "shows them)",
+        ]
+        return floors.learned_nothing_warning(
+            self.mlm_head,
+            step,
+            self.total_steps,
+            "mlm_accuracy",
+            metrics["mlm_accuracy"],
+            metrics["mlm_majority_accuracy"],
+            f"always predicting {piece} (the most frequent masked piece)",
+            sum(float(np.sum(w)) for w in weights),
+            "masked tokens",
+            causes,
+        )
+
+    def _sentence_warning(self, step, metrics, batches) -> str:
+        mode = self._mode()
+        n = sum(np.size(host["sentence_order_label"]) for _, host in batches)
+        causes = []
+        ones, sampled = self.one_sentence_documents()
+        if mode == "sop" and sampled and ones / sampled > pair_check.ONE_SENTENCE_LIMIT:
+            causes.append(
+                f"the corpus's documents have no sentence boundaries ({ones} of {sampled} "
+                f"sampled documents, {100.0 * ones / sampled:.0f} %, are one sentence), so its "
+                "pairs are not two stretches of text in sentence order: split the text into "
+                "sentences (punctuation, or one sentence a line with data.input_format=text) "
+                "or use a corpus with punctuation"
+            )
+        causes += [
+            f"the learning rate (optim.learning_rate={self.config.optim.learning_rate:g})",
+            f"too few steps (total_steps={self.total_steps}; the sentence head learns later "
+            "than MLM)",
+        ]
+        return floors.learned_nothing_warning(
+            "sentence order (SOP)" if mode == "sop" else "next-sentence prediction (NSP)",
+            step,
+            self.total_steps,
+            "sop_accuracy",
+            metrics["sop_accuracy"],
+            metrics["sop_majority_share"],
+            "always answering the majority label",
+            float(n),
+            "pairs",
+            causes,
+        )
+
+    def one_sentence_documents(self) -> tuple[int, int]:
+        """(one-sentence documents, documents sampled) of the built corpus
+        (`pair_check.sentence_counts`: its first stored documents, in the store's shuffled
+        order); (0, 0) when it cannot be read. Read once."""
+        if self._one_sentence is None:
+            try:
+                counts = np.asarray(pair_check.sentence_counts(self.data))
+                self._one_sentence = (int(np.sum(counts <= 1)), int(counts.size))
+            except Exception:  # noqa: BLE001 (a warning never stops a run: no share then)
+                self._one_sentence = (0, 0)
+        return self._one_sentence
 
     def token_metrics(self, per_token, metrics) -> dict[str, float]:
         """`metrics` plus those of all the evaluated batches' per-token arrays (none here)."""
@@ -304,16 +420,23 @@ class PretrainingTask(Task, Evaluator):
         )
 
 
-def mlm_majority_accuracy(ids, weights) -> float:
-    """The held-out MLM accuracy of always predicting one piece, the most frequent (by weight)
-    among all the evaluated targets: the best constant predictor, the floor a model must beat.
-    Per batch with mlm_accuracy's weights and denominator, then averaged over the batches as
-    `score` averages mlm_accuracy. `ids`, `weights`: one [B, P] array per batch."""
+def majority_piece(ids, weights) -> int:
+    """The most frequent (by weight) piece among all the evaluated targets. `ids`, `weights`:
+    one [B, P] array per batch."""
     counts = np.bincount(
         np.concatenate([np.ravel(i) for i in ids]).astype(np.int64),
         weights=np.concatenate([np.ravel(w) for w in weights]).astype(np.float64),
     )
-    top = int(np.argmax(counts))
+    return int(np.argmax(counts))
+
+
+def mlm_majority_accuracy(ids, weights) -> float:
+    """The held-out MLM accuracy of always predicting one piece, the most frequent (by weight)
+    among all the evaluated targets (`majority_piece`): the best constant predictor, the floor
+    a model must beat. Per batch with mlm_accuracy's weights and denominator, then averaged
+    over the batches as `score` averages mlm_accuracy. `ids`, `weights`: one [B, P] array per
+    batch."""
+    top = majority_piece(ids, weights)
     w = [np.asarray(w, np.float64) for w in weights]
     per_batch = [
         np.sum(wb * (np.asarray(i) == top)) / (np.sum(wb) + 1e-5)
@@ -344,6 +467,8 @@ def _gather_host(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 class ElectraTask(PretrainingTask):
     """ELECTRA replaced-token detection (`albert_jax.model.electra`) on the same masked batches: the
     train state holds generator and discriminator; `write_model` keeps the discriminator."""
+
+    mlm_head = "MLM (the generator)"
 
     def __init__(self, config, data_config, model_config, pretrained=None):
         super().__init__(config, data_config, model_config, pretrained)
