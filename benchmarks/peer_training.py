@@ -2,8 +2,9 @@
 
     python benchmarks/peer_training.py --size tiny --steps 4 --eval-every 2 --dev-sample 64 \
         --peer-python /tmp/peer5/bin/python                       # smoke run, a minute or two
-    python benchmarks/peer_training.py --size base --steps 60 --eval-every 10 --lr 1e-4 \
-        --peer-python /tmp/peer5/bin/python --out results/benchmarks/peer_training.json
+    python benchmarks/peer_training.py --size base --layers 2 --steps 40 --eval-every 5 \
+        --dev-sample 128 --lr 1e-3 --peer-python /tmp/peer5/bin/python \
+        --out results/benchmarks/peer_training.json        # the recorded run (docs/performance.md)
 
 The peer's environment (transformers 5 + torch CPU, no albert_jax), kept apart from ours:
 `python3 -m venv /tmp/peer5 && /tmp/peer5/bin/pip install 'transformers==5.25.0'
@@ -50,6 +51,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -207,6 +209,7 @@ def featurize(args, ckpt: str, work: str) -> tuple[str, dict]:
 
 def run_ours(args, ckpt: str, work: str) -> dict:
     wd = os.path.join(work, "ours")
+    shutil.rmtree(wd, ignore_errors=True)  # a fresh run: `python -m finetune` would resume one
     flags = [flag(k, v) for k, v in finetune_overrides(args, ckpt, args.data).items()]
     cmd = [sys.executable, "-m", "finetune", "--config", CONFIG, "--workdir", wd, *flags]
     launched = time.time()
@@ -292,10 +295,14 @@ class LoadSampler:
         return {"mean": round(float(np.mean(s)), 2), "max": round(max(s), 2), "n": len(s)}
 
 
-def summarize(sides: dict) -> dict:
+def summarize(sides: dict, majority: float) -> dict:
+    """The target (the lower of the sides' best dev accuracies), each side's first evaluation at
+    or above it, and the ratios. `target_above_majority` False: neither side beat predicting the
+    dev sample's majority class, and the times to the target mean nothing."""
     best = {name: max(e["accuracy"] for e in side["evals"]) for name, side in sides.items()}
     target = min(best.values())
     out = {"target_accuracy": target, "best_accuracy": best}
+    out["target_above_majority"] = bool(target > majority + 1e-9)
     for name, side in sides.items():
         row = time_to_target(side["evals"], target)
         out[name] = {k: row[k] for k in ("step", "accuracy", "train_s", "wall_s")}
@@ -371,7 +378,7 @@ def main():
         "(not LayerNorm / bias), clip global norm 1.0, linear warmup 10% then linear decay to 0",
         "order": args.order,
         **sides,
-        "comparison": summarize(sides),
+        "comparison": summarize(sides, data_info["dev_majority_accuracy"]),
         "setup_s": round(setup_s, 1),
         "jax": jax.__version__,
         "backend": jax.default_backend(),
