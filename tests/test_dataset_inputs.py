@@ -322,3 +322,20 @@ def test_a_tiny_pretraining_on_a_parquet_file(built, tmp_path):
     args += ["--config.data.prepare_processes=1"]
     run(args, tmp_path)
     assert (work / "model").exists()
+
+
+@pytest.mark.slow
+def test_a_tiny_tagging_fine_tune_on_parquet_predicts_its_columns_again(
+    pretrained, built, tmp_path
+):
+    """Tagging from `tokens` / `ner_tags` columns; `finetune.predict` reads the same columns of a
+    table (the head keeps their names)."""
+    c = make_config(pretrained, "tagging", built["dir"])
+    c.task.update(built["forms"]["parquet"])
+    c.task.update(words="tokens", tags="ner_tags")
+    runs.run(c, str(tmp_path))
+    dev = read_jsonl(tmp_path / "predictions" / "dev.jsonl")
+    assert len(dev) == SPLITS["dev"] and all(len(r["predicted"]) == len(r["words"]) for r in dev)
+    out = tmp_path / "again.jsonl"
+    runs.predict_file(str(tmp_path / "best"), c.task.dev, str(out))
+    assert [r["predicted"] for r in read_jsonl(out)] == [r["predicted"] for r in dev]

@@ -111,6 +111,8 @@ class TaggingReader(FinetuneReader):
             "labels": data.labels,
             "scheme": s.scheme,
             "space_between_words": bool(s.space_between_words),
+            # a table's columns, where not the defaults (`finetune.predict` reads them back)
+            **{k: getattr(s, k) for k in ("words", "tags") if getattr(s, k) != k},
         }
 
 
