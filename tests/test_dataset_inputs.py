@@ -180,6 +180,9 @@ def test_a_missing_column_or_directory_is_named(pretrained, built, tmp_path):
     c.task.dev = str(tmp_path / "nope.parquet")
     with pytest.raises(FinetuneError, match=r"task.dev .*nope.parquet does not exist"):
         start.check_files(c)
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    with pytest.raises(tables.TableError, match=r"bad.parquet: not a readable .parquet file"):
+        tables.open_table(str(tmp_path / "bad.parquet"))
     with pytest.raises(tables.TableError, match=r"no split 'valid' \(the dataset has: train"):
         tables.open_table(f"hf:{built['dir'] / 'saved'}:valid")
     with pytest.raises(tables.TableError, match=r"offline: only the local datasets cache"):

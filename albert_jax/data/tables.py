@@ -190,29 +190,43 @@ def _arrow_file(ref: str) -> Table:
     pa = _require("pyarrow", ref)
     if not epath.Path(ref).exists():
         raise TableError(f"{ref}: no such file")
+    bad = f"{ref}: not a readable {os.path.splitext(ref)[1]} file"
     try:
-        if ref.lower().endswith(".parquet"):
+        if ref.lower().endswith(".parquet"):  # read a row group at a time (a corpus may be big)
             pq = _require("pyarrow.parquet", ref)
             with epath.Path(ref).open("rb") as f:
-                table = pq.read_table(f)
+                meta = pq.ParquetFile(f).metadata
+            schema, length = meta.schema.to_arrow_schema(), meta.num_rows
+
+            def batches():
+                with epath.Path(ref).open("rb") as f:
+                    yield from pq.ParquetFile(f).iter_batches(batch_size=1024)
+
         else:
             table = _read_ipc(pa, ref)
+            schema, length = table.schema, table.num_rows
+
+            def batches():
+                yield from table.to_batches(max_chunksize=1024)
+
     except (OSError, pa.ArrowException) as e:
-        raise TableError(f"{ref}: not a readable {os.path.splitext(ref)[1]} file ({e})") from None
-    meta = (table.schema.metadata or {}).get(b"huggingface")
+        raise TableError(f"{bad} ({_first_line(e)})") from None
     features = {}
-    if meta:
+    if meta_json := (schema.metadata or {}).get(b"huggingface"):
         try:
-            features = json.loads(meta).get("info", {}).get("features") or {}
+            features = json.loads(meta_json).get("info", {}).get("features") or {}
         except (ValueError, AttributeError):
             features = {}
     labellers = _labellers(features)
 
     def rows():
-        for batch in table.to_batches(max_chunksize=1024):
-            yield from _labelled((_plain(r) for r in batch.to_pylist()), labellers)
+        try:
+            for batch in batches():
+                yield from _labelled((_plain(r) for r in batch.to_pylist()), labellers)
+        except (OSError, pa.ArrowException) as e:
+            raise TableError(f"{bad} ({_first_line(e)})") from None
 
-    return Table(ref, list(table.column_names), table.num_rows, rows)
+    return Table(ref, list(schema.names), length, rows)
 
 
 def _read_ipc(pa, ref: str):
