@@ -17,12 +17,12 @@ from support.corpus import CPU_SMALL, SHORT, SP_FIXTURE, run
 from support.finetune import make_config, read_jsonl, sentences, write_jsonl
 
 from albert_jax.data import tables
-from albert_jax.data.finetuning import textgen
+from albert_jax.data.finetuning import records, textgen
 from albert_jax.data.pretraining import corpus, pipeline
 from albert_jax.jobs import run as runs
 from albert_jax.jobs import start
 from albert_jax.tasks import finetuning as F
-from albert_jax.tasks import qa
+from albert_jax.tasks import qa, tagging
 from albert_jax.tasks.finetune_config import FinetuneError
 from configs.pretrain import common
 
@@ -228,6 +228,13 @@ def test_tagging_qa_and_seq2seq_read_tables(pretrained, built, tmp_path):
     ex = data.examples["train"][0]
     assert ex.words == _rows(24, 0)["tokens"][0] and set(ex.tags) <= {"O", "B-X"}
     assert data.labels == ["B-X", "O"] and ex.where.endswith(".parquet:row 0")
+
+    tagged = datasets.Dataset.from_dict({"w": [["a", "b"]], "t": [["B-X", "I-X"]]})
+    tagged.to_parquet(str(tmp_path / "tagged.parquet"))
+    ref = str(tmp_path / "tagged.parquet")
+    examples = records.read_tagged_table(ref, "w", "t")
+    with pytest.raises(records.DataError, match=r"tagged.parquet:row 0, word 1: tag 'I-X' is not"):
+        tagging.check_scheme(examples, ref, "BMES")
 
     contexts = ["the hotel is good", "the room is dirty", "staff nice"]
     squad = datasets.Dataset.from_dict(

@@ -106,7 +106,7 @@ def open_table(ref: str | os.PathLike, data_dir: str | None = None) -> Table:
     raise TableError(f"{ref}: not a table (a {kinds} file, hf:... or tfds:...)")
 
 
-def missing(ref: str, data_dir: str | None = None) -> str:
+def missing(ref: str) -> str:
     """Why ``ref`` names nothing that exists ('' when it may: hub names and TFDS datasets are
     only found when read): a missing file, or a missing directory named as a path."""
     if not is_reference(ref):
