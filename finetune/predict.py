@@ -18,6 +18,7 @@ import os
 import sys
 
 from albert_jax import cli, paths
+from albert_jax.data import tables
 from albert_jax.jobs.run import predict_file
 
 
@@ -49,7 +50,7 @@ def _check_args(input_path: str, output: str, batch_size: int) -> None:
     """What is wrong with the arguments themselves, before the checkpoint is read."""
     if batch_size < 1:
         raise cli.InputError(f"--batch_size must be at least 1, got {batch_size}")
-    if paths.is_uri(input_path):  # a bucket file: read where it is
+    if paths.is_uri(input_path) or tables.is_reference(input_path):  # read where it is
         return
     if not os.path.exists(input_path):
         raise cli.InputError(f"--input {input_path}: no such file or directory")

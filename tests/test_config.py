@@ -237,7 +237,8 @@ def test_a_finetuning_configs_task_section_reads_into_its_kinds_settings(name):
     assert "input" in declared and "input" not in config.task  # finetune.predict's own
     classification = {"text_a", "text_b", "label", "id", "columns", "skip_labels", "positive",
                       "bad_rows"}  # fmt: skip
-    others = (classification | {"scheme", "space_between_words"}) - declared
+    tagging = {"scheme", "space_between_words", "words", "tags"}
+    others = (classification | tagging) - declared
     assert set(config.task) - declared == others  # unread
 
 

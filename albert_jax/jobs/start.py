@@ -9,6 +9,7 @@ import os
 
 from etils import epath
 
+from albert_jax.data import tables
 from albert_jax.tasks.finetune_config import FinetuneError, TaskSettings
 from albert_jax.train.config import TrainerConfig
 
@@ -36,10 +37,15 @@ def dataset_to_build(config) -> str:
 
 def check_files(config) -> None:
     """Every data file named in task.train / dev / test and the extra splits exists (a file, or
-    a directory of files: RACE's dev/)."""
+    a directory of files: RACE's dev/). Of a dataset reference (`albert_jax.data.tables`), the
+    directory an `hf:` one names as a path; hub names and TFDS datasets are found when read."""
     t = TaskSettings.from_config(config.task)
     for split in t.splits:
         path = t.path(split)
+        if path and tables.is_reference(path):
+            if why := tables.missing(path):
+                raise FinetuneError(f"task.{split} {why}")
+            continue
         if path and not epath.Path(path).exists():
             name, home = t.prepare, t.prepare_dir
             hint = ""

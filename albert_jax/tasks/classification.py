@@ -74,7 +74,8 @@ class ClassificationTask(FinetuneTask):
 
 class ClassificationReader(FinetuneReader):
     """The data side (`FinetuneData` reads and featurizes with it before a task exists): TSV /
-    CSV / JSONL columns named by the settings."""
+    CSV / JSONL columns named by the settings, or the same columns of a parquet / arrow file or
+    an `hf:` / `tfds:` dataset (`albert_jax.data.tables`; class ids read as their names)."""
 
     settings: ClassificationSettings
 
@@ -88,6 +89,7 @@ class ClassificationReader(FinetuneReader):
                 path, text_a=s.text_a, text_b=s.text_b or None, label=s.label, task_type=s.type,
                 id=s.id or None, columns=regex_list(s.columns),
                 skip_labels=regex_list(s.skip_labels), bad_rows=s.bad_rows, counts=counts,
+                data_dir=s.data_dir,
             )  # fmt: skip
         benchmarks.check_ids(s.benchmark, path, examples, s.id)
         return examples, counts

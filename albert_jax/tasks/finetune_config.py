@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from albert_jax import paths
+from albert_jax.data import tables
 from albert_jax.errors import InputError
 from albert_jax.sections import Section
 from albert_jax.train.config import EvalConfig
@@ -123,7 +124,9 @@ class TaskSettings(Section):
     # more splits, scored at the end with the best parameters when `config.evals` names them:
     # 'NAME=FILE,...' (GLUE's MNLI: 'dev_mismatched=MNLI/dev_mismatched.tsv,...')
     extra_splits: str = ""
-    data_dir: str = ""  # '': the split files as named; else the folder their relative names are in
+    # '': the split files as named; else the folder their relative names are in (and where
+    # `tfds:NAME:SPLIT` datasets are: `albert_jax.data.tables`; '': TFDS's default)
+    data_dir: str = ""
     # a published benchmark's files and submission format (`albert_jax.data.finetuning.benchmarks`:
     # 'glue/cola', 'clue/afqmc', ...); '': the kind's own formats, no submission file
     benchmark: str = ""
@@ -165,8 +168,11 @@ class TaskSettings(Section):
         return ("train", "dev", "test", *self.extras)
 
     def path(self, split: str) -> str:
-        """The file of a split ('' when none is named), under `data_dir` when it is relative."""
+        """The file of a split ('' when none is named), under `data_dir` when it is relative; an
+        `hf:` / `tfds:` dataset reference (`albert_jax.data.tables`) as given."""
         file = self.extras[split] if split in self.extras else getattr(self, split)
+        if tables.is_reference(file):
+            return file
         if file and self.data_dir and not (os.path.isabs(file) or paths.is_uri(file)):
             return paths.join(self.data_dir, file)
         return file
@@ -196,6 +202,10 @@ class TaggingSettings(TaskSettings):
 
     scheme: str = "BIO"  # BIO | BMES
     space_between_words: bool = True  # False for Chinese (no spaces between words)
+    # a table's columns (parquet / arrow, hf:..., tfds:...: `albert_jax.data.tables`): a list
+    # of words and a list of tags per row (conll2003 in `datasets`: tokens, ner_tags)
+    words: str = "words"
+    tags: str = "tags"
 
 
 @dataclasses.dataclass(frozen=True)

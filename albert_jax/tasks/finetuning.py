@@ -36,6 +36,7 @@ from etils import epath
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
+from albert_jax.data import tables
 from albert_jax.data.finetuning import benchmarks
 from albert_jax.data.finetuning import records as D
 from albert_jax.model import sharing
@@ -164,7 +165,7 @@ class FinetuneData:
         if not paths.get("train") and "train" in splits:
             raise FinetuneError("task.train is empty: name the training file")
         self._read_counts: dict[str, dict] = {}
-        self.examples = {s: self._read(p) for s, p in paths.items() if p}
+        self.examples = {s: self._read(p, s) for s, p in paths.items() if p}
         for split, examples in self.examples.items():
             if not examples:  # a header only, or blank lines: nothing to train or score on
                 raise D.DataError(f"task.{split} {paths[split]}: no examples")
@@ -219,11 +220,13 @@ class FinetuneData:
             )
         return tok
 
-    def _read(self, path):
+    def _read(self, path, split: str = ""):
         try:
             examples, self._read_counts[path] = self.reader.read(path)
         except UnicodeDecodeError:  # a task module's own reader: named here, with its line
             raise D.not_utf8(path) from None
+        except tables.ColumnError as e:  # a dataset's mapped column: named with its split
+            raise tables.ColumnError(f"task.{split} {e}" if split else str(e)) from None
         return examples
 
     def head(self) -> dict[str, Any]:

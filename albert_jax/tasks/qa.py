@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from albert_jax import paths
+from albert_jax.data import tables
 from albert_jax.data.finetuning.records import DataError, _special_ids, word_pieces
 from albert_jax.model.losses import cross_entropy
 from albert_jax.scoring import metrics as M
@@ -100,6 +101,50 @@ def read_squad(path: str | os.PathLike) -> tuple[list[QAExample], dict]:
                 )
     if unlabelled and len(unlabelled) < len(examples):
         raise DataError(f"{unlabelled[0]}: no answers and not is_impossible")
+    return examples, {"answers_not_found": not_found}
+
+
+def read_squad_table(ref: str, data_dir: str = "") -> tuple[list[QAExample], dict]:
+    """Examples of a table of SQuAD rows (a parquet / arrow file, an ``hf:`` or ``tfds:``
+    dataset: `albert_jax.data.tables`), one question a row as `datasets`' and TFDS's ``squad``
+    have them: ``id``, ``question``, ``context`` and ``answers`` = {``text``: [...],
+    ``answer_start``: [...]} (``title`` and other columns are ignored). Empty answers are an
+    unanswerable question (SQuAD v2.0); a table with no ``answers`` column, or none of whose
+    rows has an answer, is one to predict (``answers=None``), as `read_squad` reads files."""
+    table = tables.open_table(ref, data_dir)
+    fix = "a QA table has SQuAD's columns: id, question, context, answers"
+    table.require({"id": "id", "question": "question", "context": "context"}, fix)
+    rows = list(table.rows())
+    has_answers = "answers" in table.columns and any(
+        isinstance(r.get("answers"), dict) and r["answers"].get("text") for _, r in rows
+    )
+    examples, not_found, seen = [], 0, set()
+    for where, rec in rows:
+        qid = str(_field(rec, "id", (str, int), where))
+        if qid in seen:
+            raise DataError(f"{where}: question id {qid!r} appears twice")
+        seen.add(qid)
+        question = _field(rec, "question", str, where).strip()
+        if not question:
+            raise DataError(f"{where}: empty question")
+        context = _field(rec, "context", str, where)
+        if not has_answers:
+            examples.append(QAExample(where, qid, question, context, None, None))
+            continue
+        answers = _field(rec, "answers", dict, where)
+        texts = _field(answers, "text", list, f"{where}.answers")
+        offsets = _field(answers, "answer_start", list, f"{where}.answers")
+        if len(texts) != len(offsets) or not all(isinstance(t, str) for t in texts):
+            raise DataError(f"{where}: answers need a text (a string) per answer_start")
+        start = given = None
+        if texts:
+            given = offsets[0]
+            at = context[given : given + len(texts[0])] if given >= 0 else None
+            if at == texts[0] and texts[0].strip():
+                start = given
+            else:
+                not_found += 1
+        examples.append(QAExample(where, qid, question, context, tuple(texts), start, given))
     return examples, {"answers_not_found": not_found}
 
 
@@ -360,6 +405,8 @@ class QAReader(FinetuneReader):
     settings: QASettings
 
     def read(self, path):
+        if tables.is_table(path):  # parquet / arrow, hf:..., tfds:...: SQuAD rows
+            return read_squad_table(path, self.settings.data_dir)
         return read_squad(path)
 
     def check_targets(self, examples) -> None:

@@ -138,7 +138,8 @@ class Seq2SeqReader(FinetuneReader):
     settings: Seq2SeqSettings
 
     def read(self, path):
-        return textgen.read_seq2seq(path, self.settings.source_key, self.settings.target_key)
+        s = self.settings
+        return textgen.read_seq2seq(path, s.source_key, s.target_key, s.data_dir)
 
     def featurize(self, examples, data):
         return textgen.featurize_seq2seq(

@@ -10,6 +10,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from albert_jax.data import tables
 from albert_jax.data.finetuning import records as D
 from albert_jax.model.losses import cross_entropy
 from albert_jax.scoring import metrics as M
@@ -63,17 +64,27 @@ class TaggingTask(FinetuneTask):
 
 class TaggingReader(FinetuneReader):
     """The data side (`FinetuneData` reads and featurizes with it before a task exists): CoNLL
-    or JSONL words and tags, checked against the settings' scheme."""
+    or JSONL words and tags, or the `words` / `tags` columns of a parquet / arrow file or an
+    `hf:` / `tfds:` dataset (`albert_jax.data.tables`), checked against the settings' scheme."""
 
     settings: TaggingSettings
 
     def read(self, path):
-        examples = D.read_conll(path)
-        check_scheme(examples, os.fspath(path), self.settings.scheme)
+        s = self.settings
+        if tables.is_table(path):  # parquet / arrow, hf:..., tfds:...: the settings' columns
+            examples = D.read_tagged_table(path, s.words, s.tags, s.data_dir)
+        else:
+            examples = D.read_conll(path)
+        check_scheme(examples, os.fspath(path), s.scheme)
         return examples, {}
 
     def check_targets(self, examples) -> None:
         if ex := classification.first_without(examples, "tags"):
+            if tables.is_table(self.settings.train):
+                raise D.DataError(
+                    f"task.train {self.settings.train}: no column {self.settings.tags!r} of "
+                    "tags; name it with --config.task.tags=COLUMN"
+                )
             raise D.DataError(
                 f"task.train {self.settings.train}: {ex.where}: no tag column (training needs "
                 "lines of `word ... tag`, tab- or space-separated)"
@@ -100,6 +111,8 @@ class TaggingReader(FinetuneReader):
             "labels": data.labels,
             "scheme": s.scheme,
             "space_between_words": bool(s.space_between_words),
+            # a table's columns, where not the defaults (`finetune.predict` reads them back)
+            **{k: getattr(s, k) for k in ("words", "tags") if getattr(s, k) != k},
         }
 
 
@@ -121,5 +134,8 @@ def check_scheme(examples, path: str, scheme: str) -> None:
     for ex in examples:
         for w, tag in enumerate(ex.tags or ()):
             if why := M.scheme_error(tag, scheme):
+                fix = "is --config.task.scheme right?"
+                if tables.is_table(path):  # REF:row N, the tag's word counted from 0
+                    raise D.DataError(f"{ex.where}, word {w}: {why}; {fix}")
                 line = int(ex.where.rsplit(":", 1)[1]) + (w if conll else 0)
-                raise D.DataError(f"{path}:{line}: {why}; is --config.task.scheme right?")
+                raise D.DataError(f"{path}:{line}: {why}; {fix}")

@@ -18,6 +18,7 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
+from albert_jax.data import tables
 from albert_jax.errors import InputError
 from albert_jax.text.tokenization import SPIECE_UNDERLINE, SentencePieceTokenizer
 
@@ -62,6 +63,7 @@ def read_examples(
     skip_labels: Sequence[str] = (),
     bad_rows: str = "error",
     counts: dict | None = None,
+    data_dir: str = "",
 ) -> list[Example]:
     """Reads a TSV / CSV (header row, or ``columns``) or JSONL file into ``Example`` objects.
 
@@ -74,6 +76,10 @@ def read_examples(
     '-': annotators did not agree). ``bad_rows='skip'``: a table row with another number of
     fields than the header is left out instead of an error (GLUE's QQP train file has some);
     ``counts`` (a dict) then gets ``bad_rows_skipped``, and ``skipped_labels`` for the former.
+    A parquet / arrow file or an ``hf:`` / ``tfds:`` reference (`albert_jax.data.tables`,
+    TFDS datasets in ``data_dir``) is read as rows under the same column names; a text column it
+    lacks is a `tables.ColumnError` naming its columns, and a label column whose values are all
+    missing (None) reads as no label column.
     """
     if bad_rows not in ("error", "skip"):
         raise DataError(f"{os.fspath(path)}: bad_rows must be 'error' or 'skip', got {bad_rows!r}")
@@ -81,6 +87,13 @@ def read_examples(
     if task_type not in ("classification", "regression"):
         raise ValueError(f"task_type must be 'classification' or 'regression', got {task_type!r}")
     path = os.fspath(path)
+    if tables.is_table(path):
+        table = tables.open_table(path, data_dir)
+        table.require({"text_a": text_a, "text_b": text_b or ""})
+        records = [(where.rsplit(":", 1)[1], rec) for where, rec in table.rows()]
+        has_label = any(rec.get(label) is not None for _, rec in records)
+        return _examples(records, path, text_a, text_b, label, has_label, task_type, id,
+                         skip_labels, counts)  # fmt: skip
     fmt = fmt or _FORMATS.get(os.path.splitext(path)[1].lower())
     if fmt not in ("tsv", "csv", "jsonl"):
         raise DataError(f"{path}: unknown format (extension); pass fmt=tsv, csv or jsonl")
@@ -93,8 +106,16 @@ def read_examples(
             skip_bad=bad_rows == "skip",
         )  # fmt: skip
     records = list(records)
-    columns = [text_a] + ([text_b] if text_b else [])
     has_label = any(label in rec for _, rec in records)
+    return _examples(
+        records, name, text_a, text_b, label, has_label, task_type, id, skip_labels, counts
+    )
+
+
+def _examples(
+    records, name, text_a, text_b, label, has_label, task_type, id, skip_labels, counts
+) -> list[Example]:
+    columns = [text_a] + ([text_b] if text_b else [])
     examples = []
     for line, rec in records:
         where = f"{name}:{line}"
@@ -278,20 +299,35 @@ def read_conll(path: str | os.PathLike) -> list[TaggedExample]:
 
 
 def _read_tagged_jsonl(path: str, name: str) -> list[TaggedExample]:
+    return _tagged(((f"{name}:{line}", rec) for line, rec in _json_records(path, name)))
+
+
+def read_tagged_table(
+    ref: str, words: str = "words", tags: str = "tags", data_dir: str = ""
+) -> list[TaggedExample]:
+    """The rows of a parquet / arrow file or an ``hf:`` / ``tfds:`` reference
+    (`albert_jax.data.tables`) as tagged sentences: a list of words in column ``words`` and,
+    where the table has column ``tags``, a tag per word (class ids read as their names)."""
+    table = tables.open_table(ref, data_dir)
+    table.require({"words": words})
+    with_tags = tags in table.columns
+    return _tagged(table.rows(), words, tags if with_tags else "")
+
+
+def _tagged(records, words_key: str = "words", tags_key: str = "tags") -> list[TaggedExample]:
     examples = []
     with_tags = None
-    for line, rec in _json_records(path, name):
-        where = f"{name}:{line}"
-        words, tags = rec.get("words"), rec.get("tags")
+    for where, rec in records:
+        words, tags = rec.get(words_key), rec.get(tags_key) if tags_key else None
         if not _str_list(words) or not words:
-            raise DataError(f"{where}: 'words' must be a non-empty list of strings")
+            raise DataError(f"{where}: {words_key!r} must be a non-empty list of strings")
         if with_tags is None:
             with_tags = tags is not None
         elif with_tags != (tags is not None):
-            raise DataError(f"{where}: some records have 'tags' and some do not")
+            raise DataError(f"{where}: some records have {tags_key!r} and some do not")
         if tags is not None:
             if not _str_list(tags):
-                raise DataError(f"{where}: 'tags' must be a list of strings")
+                raise DataError(f"{where}: {tags_key!r} must be a list of strings")
             if len(tags) != len(words):
                 raise DataError(f"{where}: {len(words)} words but {len(tags)} tags")
         bad = [w for w in words if not w.strip()]

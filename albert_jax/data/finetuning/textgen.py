@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from albert_jax.data import tables
 from albert_jax.data.finetuning.records import IGNORE, DataError, _json_records, _special_ids
 from albert_jax.scoring import squad
 
@@ -40,18 +41,29 @@ class Seq2SeqExample:
 
 # ---- reading ----------------------------------------------------------------------------------
 def read_seq2seq(
-    path: str | os.PathLike, source_key: str = "source", target_key: str = "target"
+    path: str | os.PathLike,
+    source_key: str = "source",
+    target_key: str = "target",
+    data_dir: str = "",
 ) -> tuple[list[Seq2SeqExample], dict]:
     """Examples of a JSONL file (one ``{source_key: str, target_key: str}`` object a line; other
     keys are ignored, blank lines skipped) and counts. Texts are stripped; an empty source is an
     error, an empty target is allowed (the model learns to stop at once). A file whose records
-    have no ``target_key`` gives ``target=None``; mixing the two is an error."""
+    have no ``target_key`` gives ``target=None``; mixing the two is an error. A parquet / arrow
+    file or an ``hf:`` / ``tfds:`` reference (`albert_jax.data.tables`) is read by the same
+    keys as columns (a missing source column: `tables.ColumnError`)."""
     path = os.fspath(path)
     name = os.path.basename(path)
+    if tables.is_table(path):
+        table = tables.open_table(path, data_dir)
+        table.require({"source_key": source_key})
+        name = path
+        records = table.rows()
+    else:
+        records = ((f"{name}:{line}", rec) for line, rec in _json_records(path, name))
     examples: list[Seq2SeqExample] = []
     with_target = None
-    for line, rec in _json_records(path, name):
-        where = f"{name}:{line}"
+    for where, rec in records:
         if source_key not in rec:
             raise DataError(f"{where}: missing key {source_key!r}; the record has {sorted(rec)}")
         source = _string(rec[source_key], source_key, where).strip()

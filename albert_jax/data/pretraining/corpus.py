@@ -22,6 +22,7 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
+from albert_jax.data import tables
 from albert_jax.data.pretraining import parallel
 from albert_jax.data.pretraining.config import DataConfig
 from albert_jax.data.pretraining.documents import (
@@ -67,6 +68,9 @@ def resolve_paths(data_config, workdir: str | None = None):
         files = []
         for p in input_patterns(given.input_files):
             fmt, path = split_format(p)
+            if tables.is_reference(path):  # a dataset (hf:..., tfds:...): as given
+                files.append(path)
+                continue
             files.append(f"{fmt}:{paths.resolve(path)}" if fmt else paths.resolve(path))
         if "input_files" in cfg:
             del cfg["input_files"]  # the field may hold a string (a command-line value)

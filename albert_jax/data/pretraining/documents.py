@@ -19,6 +19,11 @@ Input formats (``input_format``):
 * ``tfds``: an existing TFDS text dataset stored as ArrayRecord (``tfds_name``, ``tfds_split``,
   ``text_field``), read with ``tfds.data_source`` (no TensorFlow) and split like JSONL.
 
+* tables (`albert_jax.data.tables`, whatever ``input_format`` says): a ``.parquet``, ``.arrow``
+  or ``.feather`` file, ``hf:DIR[:SPLIT]`` / ``hf:NAME[:CONFIG]:SPLIT`` (a saved or cached
+  `datasets` dataset) or ``tfds:NAME[/CONFIG][:VERSION]:SPLIT`` (a prepared TFDS dataset in
+  ``tfds_data_dir``): one document a row, ``text_field``'s column split like JSONL.
+
 One corpus may mix formats: an input written ``FORMAT:PATH`` (``jsonl:reviews/train.jsonl``, with
 ``text``, ``jsonl`` or ``tagged``) is read in that format, the others in ``input_format``.
 
@@ -43,6 +48,7 @@ import numpy as np
 from etils import epath
 
 from albert_jax import paths
+from albert_jax.data import tables
 from albert_jax.data.pretraining.config import DataConfig
 from albert_jax.errors import InputError
 
@@ -110,6 +116,11 @@ def expand_inputs(patterns: Sequence[str]) -> list[str]:
     a ``FORMAT:`` prefix is dropped. A pattern that names nothing is an error naming it."""
     files: list[str] = []
     for pattern in (split_format(p)[1] for p in patterns):
+        if tables.is_reference(pattern):  # a dataset (hf:..., tfds:...): read when its turn comes
+            if why := tables.missing(pattern):
+                raise CorpusError(f"data.input_files: {why}")
+            files.extend([pattern] if pattern not in files else [])
+            continue
         if glob.has_magic(pattern):
             found = sorted(p for p in _glob(pattern) if paths.is_file(p))
         elif epath.Path(pattern).is_dir():
@@ -258,6 +269,9 @@ def read_documents(
     if not paths:
         raise CorpusError("no input files given (data.input_files)")
     for fmt, path in formatted_files(paths, input_format):
+        if tables.is_table(path):
+            yield from _table_documents(path, text_field, tfds_data_dir, stats)
+            continue
         lines = _lines(path, stats, on_invalid_utf8)
         if fmt == "text":
             doc: list[str] = []
@@ -287,6 +301,26 @@ def read_documents(
         else:  # tagged
             for article in tagged_articles(line for _, line in lines):
                 yield [s for paragraph in article for s in split_sentences(paragraph)]
+
+
+def _table_documents(ref: str, text_field: str, data_dir, stats) -> Iterator[list[str]]:
+    """One document a row of a table (`albert_jax.data.tables`): its ``text_field`` column; a row
+    whose text is missing (None) is an empty document."""
+    try:
+        table = tables.open_table(ref, data_dir or None)
+        table.require({"text_field": text_field}, "name it with --config.data.text_field=COLUMN")
+    except tables.TableError as e:
+        raise CorpusError(f"data.input_files: {e}") from None
+    for where, rec in table.rows():
+        text = rec.get(text_field)
+        stats.lines += 1
+        if text is None:
+            stats.empty_documents += 1
+            continue
+        if not isinstance(text, str):
+            raise CorpusError(f"{where}: column {text_field!r} is not a string: {text!r:.80}")
+        stats.bytes += len(text.encode("utf-8"))
+        yield split_sentences(text)
 
 
 def _read_tfds(name, split, data_dir, text_field, stats) -> Iterator[list[str]]:

@@ -19,6 +19,7 @@ import os
 import numpy as np
 from etils import epath
 
+from albert_jax.data import tables
 from albert_jax.data.pretraining.documents import (
     CorpusStats,
     expand_inputs,
@@ -29,10 +30,14 @@ from albert_jax.text.tokenization import META_FILE, load_tokenizer
 
 
 def input_bytes(cfg) -> int | None:
-    """Size of the raw input files (None for a TFDS input)."""
+    """Size of the raw input files (None for a TFDS input, or where a table is among them: its
+    stored size is not the text's, which progress counts)."""
     if cfg.input_format == "tfds":
         return None
-    return sum(epath.Path(p).stat().length for p in expand_inputs(list(cfg.input_files)))
+    files = expand_inputs(list(cfg.input_files))
+    if any(tables.is_table(p) for p in files):
+        return None
+    return sum(epath.Path(p).stat().length for p in files)
 
 
 CHUNK_DOCS = 256
