@@ -8,6 +8,7 @@ saved directory, a TFRecord dataset without TensorFlow, the `datasets` extra not
 from __future__ import annotations
 
 import json
+import os
 import sys
 import types
 
@@ -23,6 +24,11 @@ from albert_jax.jobs import run as runs
 from albert_jax.jobs import start
 from albert_jax.tasks import finetuning as F
 from albert_jax.tasks import qa, tagging
+
+# No hub here: `datasets` reads these when it is first imported (in the fixtures, and in the
+# subprocesses the runs start).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 from albert_jax.tasks.finetune_config import FinetuneError
 from configs.pretrain import common
 

@@ -7,10 +7,9 @@ place of a text file, one of these *table references*:
   (``.arrow``: the Arrow IPC file or stream format, as `datasets` writes its cache files).
 * ``hf:DIR`` / ``hf:DIR:SPLIT``: a directory written by `datasets`' ``Dataset.save_to_disk``
   (no split) or ``DatasetDict.save_to_disk`` (``SPLIT`` picks one), read with ``load_from_disk``.
-* ``hf:NAME[:CONFIG]:SPLIT``: ``datasets.load_dataset(NAME, CONFIG, split=SPLIT)``, offline:
-  ``HF_HUB_OFFLINE`` and ``HF_DATASETS_OFFLINE`` default to 1 here, so a hub name loads only from
-  the local `datasets` cache (``HF_HOME``), and a local folder of data files loads as usual. Set
-  ``HF_HUB_OFFLINE=0`` to let `datasets` download.
+* ``hf:NAME[:CONFIG]:SPLIT``: ``datasets.load_dataset(NAME, CONFIG, split=SPLIT)``, as
+  `datasets` itself does it: from the hub (or its local cache, ``HF_HOME``; with
+  ``HF_HUB_OFFLINE=1`` the cache only), or a local folder of data files.
 * ``tfds:NAME[/CONFIG][:VERSION]:SPLIT``: a prepared TFDS dataset in ``data_dir`` (the TFDS
   default when none is given). ArrayRecord datasets are read with ``as_data_source`` (no
   TensorFlow); TFRecord ones need TensorFlow (the ``tf`` extra), else an error says so.
@@ -30,7 +29,6 @@ import importlib
 import json
 import os
 import re
-import sys
 from collections.abc import Callable, Iterator, Sequence
 
 from etils import epath
@@ -267,7 +265,7 @@ def _hf_parts(ref: str) -> tuple[str, str | None, str | None]:
 
 
 def _hf_dataset(ref: str):
-    datasets = _offline(_require("datasets", ref))
+    datasets = _require("datasets", ref)
     name, config, split = _hf_parts(ref)
     saved = epath.Path(name)
     if _pathlike(name) and any((saved / f).exists() for f in _SAVED):
@@ -295,18 +293,6 @@ def _hf_dataset(ref: str):
         offline = " (offline: only the local datasets cache is read)"
         hint = offline if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
         raise TableError(f"{ref}: {type(e).__name__}: {_first_line(e)}{hint}") from None
-
-
-def _offline(datasets):
-    """`datasets` with the hub offline unless ``HF_HUB_OFFLINE`` says otherwise: the variables
-    are read at import, so where the modules were imported before, their flags are set too."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    if os.environ["HF_HUB_OFFLINE"] == "1":
-        for module in ("datasets.config", "huggingface_hub.constants"):
-            if hasattr(sys.modules.get(module), "HF_HUB_OFFLINE"):
-                sys.modules[module].HF_HUB_OFFLINE = True
-    return datasets
 
 
 def _hf_table(ref: str) -> Table:
