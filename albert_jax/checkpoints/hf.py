@@ -38,7 +38,8 @@ from albert_jax.checkpoints.common import (
 )
 from albert_jax.checkpoints.errors import ConversionError
 from albert_jax.model.config import AlbertConfig
-from albert_jax.text.tokenization import save_hf_tokenizer
+from albert_jax.text.fast_tokenizer import write_fast_tokenizer
+from albert_jax.text.tokenization import SentencePieceTokenizer, save_hf_tokenizer
 
 _LAYER = "albert.encoder.albert_layer_groups.{g}.albert_layers.0."
 HF_NAMES = {  # our path -> (HF name, transposed)
@@ -475,7 +476,8 @@ def write_hf(
     tokenizer=None,
     head: dict[str, Any] | None = None,
 ):
-    """Writes config.json + model.safetensors (+ tokenizer files) into `out_dir` (a new, empty
+    """Writes config.json + model.safetensors (+ tokenizer files: spiece.model with
+    tokenizer.json, transformers' fast tokenizer, or vocab.txt) into `out_dir` (a new, empty
     directory: the caller makes it atomic). Returns the notes."""
     from safetensors.numpy import save_file
 
@@ -487,6 +489,8 @@ def write_hf(
     shutil.copymode(config_file, weights)  # safetensors makes it 0600: what the umask allows
     if tokenizer is not None:
         save_hf_tokenizer(tokenizer, out_dir)
+        if isinstance(tokenizer, SentencePieceTokenizer):  # the fast tokenizer, ready to load
+            write_fast_tokenizer(tokenizer, out_dir)
     with open(os.path.join(out_dir, provenance.FILE), "w") as f:  # transformers ignores it
         json.dump(provenance.collect(), f, indent=2, sort_keys=True)
     return notes
