@@ -465,6 +465,9 @@ def save_hf_tokenizer(tokenizer, out_dir: str | os.PathLike) -> None:
             "do_lower_case": tokenizer.lower_case,
             "keep_accents": tokenizer.keep_accents,
             "remove_space": True,
+            # transformers 5's AlbertTokenizer leaves token_type_ids out unless told: ALBERT
+            # reads them (sentence pairs), and 4.57's tokenizers return them.
+            "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
         }
     else:
         with open(os.path.join(out_dir, wordpiece.VOCAB_FILE), "w", encoding="utf-8") as f:
