@@ -46,6 +46,19 @@ def test_flax_msgpack_reads_as_the_pytorch_checkpoint(flax_dir, pt_dir):
     assert_same_source(src, load_source(fixture(pt_dir)))
 
 
+def test_flax_msgpack_backbone():
+    """FlaxAlbertModel saves its tree without the "albert/" level: read as transformers'
+    AlbertModel, the backbone of hf_gelu_new exactly."""
+    src, full = load_source(fixture("flax_backbone")), load_source(fixture("hf_gelu_new"))
+    assert src.config == full.config and src.head is None
+    assert sorted(src.params) == ["embeddings", "encoder", "pooler"]
+    for path, a in jax.tree_util.tree_flatten_with_path(src.params)[0]:
+        b = full.params
+        for key in path:
+            b = b[key.key]
+        assert np.array_equal(a, b), jax.tree_util.keystr(path)
+
+
 def test_flax_msgpack_converts(tmp_path):
     """`python -m albert_jax.convert` flax_model.msgpack -> ours (unshared) -> transformers: the
     export equals the one made from the PyTorch fixture."""
