@@ -184,7 +184,7 @@ def test_cli_round_trip_ours_to_hf(tmp_path):
     assert all(np.array_equal(got[k], want[k]) for k in want)
     assert sorted(os.listdir(hf)) == [
         ".albert_jax_convert.json", "config.json", "model.safetensors", "provenance.json",
-        "spiece.model", "tokenizer_config.json",
+        "spiece.model", "tokenizer.json", "tokenizer_config.json",
     ]  # fmt: skip
 
 

@@ -38,7 +38,8 @@ from albert_jax.checkpoints.common import (
 )
 from albert_jax.checkpoints.errors import ConversionError
 from albert_jax.model.config import AlbertConfig
-from albert_jax.text.tokenization import save_hf_tokenizer
+from albert_jax.text.fast_tokenizer import write_fast_tokenizer
+from albert_jax.text.tokenization import SentencePieceTokenizer, save_hf_tokenizer
 
 _LAYER = "albert.encoder.albert_layer_groups.{g}.albert_layers.0."
 HF_NAMES = {  # our path -> (HF name, transposed)
@@ -118,7 +119,10 @@ _HF_DEFAULTS = dict(  # transformers AlbertConfig defaults (= albert-xxlarge)
     layer_norm_eps=1e-12, position_embedding_type="absolute",
 )  # fmt: skip
 WEIGHTS = "model.safetensors"
+SHARDED_WEIGHTS = "model.safetensors.index.json"  # {"weight_map": {tensor: shard file}}
 TORCH_WEIGHTS = "pytorch_model.bin"
+FLAX_WEIGHTS = "flax_model.msgpack"  # transformers 4.x Flax models (FlaxAlbert*.save_pretrained)
+WEIGHT_FILES = (WEIGHTS, SHARDED_WEIGHTS, TORCH_WEIGHTS, FLAX_WEIGHTS)  # the order they are read
 
 
 def hf_layer_groups(num_layers: int, num_groups: int) -> list[int]:
@@ -332,13 +336,92 @@ class _TorchFile:
         return self.tensors[name]
 
 
+class _ShardedSafetensors:
+    """model.safetensors.index.json: the tensors split across shard files (its `weight_map`
+    names each tensor's file), as transformers saves a model over `max_shard_size`."""
+
+    def __init__(self, index: str):
+        try:
+            with open(index) as f:
+                weight_map = json.load(f)["weight_map"]
+            assert isinstance(weight_map, dict) and weight_map
+        except (OSError, ValueError, KeyError, TypeError, AssertionError) as e:
+            raise ConversionError(
+                f"cannot read {index}: not a safetensors index with a weight_map ({e!r})"
+            ) from e
+        self.path = index
+        directory = os.path.dirname(index)
+        files = {}
+        for shard in sorted(set(weight_map.values())):
+            shard_path = os.path.join(directory, shard)
+            if os.path.basename(shard) != shard or not os.path.isfile(shard_path):
+                raise ConversionError(
+                    f"{shard_path}: shard missing (named in {index}, which maps "
+                    f"{sum(v == shard for v in weight_map.values())} tensors to it)"
+                )
+            files[shard] = _SafetensorsFile(shard_path)
+        self._file_of, self.shapes = {}, {}
+        for name, shard in weight_map.items():
+            if name not in files[shard].shapes:
+                raise ConversionError(
+                    f"{files[shard].path} has no tensor {name}, which {index} maps to it"
+                )
+            self._file_of[name] = files[shard]
+            self.shapes[name] = files[shard].shapes[name]
+
+    def load(self, name: str) -> np.ndarray:
+        return self._file_of[name].load(name)
+
+
+class _FlaxMsgpack:
+    """flax_model.msgpack: the parameter tree transformers' Flax ALBERT models save. Its module
+    names are the PyTorch model's (both mirror the same ALBERT modules: `albert/encoder/
+    albert_layer_groups/{g}/albert_layers/0/attention/query/...`, the layer lists keyed "0",
+    "1", ...), so each leaf is given its PyTorch name and layout and read like the other files:
+    a Dense `kernel` [in, out] is the Linear `weight` transposed, an Embed `embedding` and a
+    LayerNorm `scale` are the `weight`, a `bias` is the `bias` (transformers' own Flax <-> PyTorch
+    conversion renames them so). tests/fixtures/flax_msgpack holds one that transformers 4.57.6
+    wrote (tests/fixtures/make_flax_msgpack.py)."""
+
+    _RENAME = {"kernel": "weight", "embedding": "weight", "scale": "weight", "bias": "bias"}
+
+    def __init__(self, path: str):
+        from flax import serialization
+        from flax.traverse_util import flatten_dict
+
+        self.path = path
+        try:
+            with open(path, "rb") as f:
+                tree = serialization.msgpack_restore(f.read())
+            flat = flatten_dict(tree)
+        except Exception as e:  # msgpack's and flax's own errors: truncated or not a msgpack
+            raise ConversionError(f"cannot read {path} (truncated or corrupted?): {e}") from e
+        self.tensors = {}
+        for keys, leaf in flat.items():
+            keys = tuple(map(str, keys))
+            if keys[-1] not in self._RENAME or not hasattr(leaf, "shape"):
+                raise ConversionError(f"{path}: unexpected entry {'/'.join(keys)} in the tree")
+            a = np.asarray(leaf, np.float32)
+            if keys[-1] == "kernel":
+                if a.ndim != 2:
+                    raise ConversionError(f"{path}: {'/'.join(keys)} is not a 2-D Dense kernel")
+                a = a.T
+            self.tensors[".".join((*keys[:-1], self._RENAME[keys[-1]]))] = a
+        self.shapes = {k: tuple(v.shape) for k, v in self.tensors.items()}
+
+    def load(self, name: str) -> np.ndarray:
+        return self.tensors[name]
+
+
 def _open_weights(path: str):
-    st, pt = os.path.join(path, WEIGHTS), os.path.join(path, TORCH_WEIGHTS)
-    if os.path.exists(st):
-        return _SafetensorsFile(st)
-    if os.path.exists(pt):
-        return _TorchFile(pt)
-    raise ConversionError(f"{path}: has config.json but neither {WEIGHTS} nor {TORCH_WEIGHTS}")
+    readers = (_SafetensorsFile, _ShardedSafetensors, _TorchFile, _FlaxMsgpack)
+    for name, reader in zip(WEIGHT_FILES, readers, strict=True):
+        if os.path.exists(os.path.join(path, name)):
+            return reader(os.path.join(path, name))
+    raise ConversionError(
+        f"{path}: has config.json but no weights ({', '.join(WEIGHT_FILES[:-1])} or "
+        f"{WEIGHT_FILES[-1]})"
+    )
 
 
 def load_hf(path: str) -> tuple[AlbertConfig, dict[str, Any], list[str], dict[str, Any] | None]:
@@ -475,7 +558,8 @@ def write_hf(
     tokenizer=None,
     head: dict[str, Any] | None = None,
 ):
-    """Writes config.json + model.safetensors (+ tokenizer files) into `out_dir` (a new, empty
+    """Writes config.json + model.safetensors (+ tokenizer files: spiece.model with
+    tokenizer.json, transformers' fast tokenizer, or vocab.txt) into `out_dir` (a new, empty
     directory: the caller makes it atomic). Returns the notes."""
     from safetensors.numpy import save_file
 
@@ -487,6 +571,8 @@ def write_hf(
     shutil.copymode(config_file, weights)  # safetensors makes it 0600: what the umask allows
     if tokenizer is not None:
         save_hf_tokenizer(tokenizer, out_dir)
+        if isinstance(tokenizer, SentencePieceTokenizer):  # the fast tokenizer, ready to load
+            write_fast_tokenizer(tokenizer, out_dir)
     with open(os.path.join(out_dir, provenance.FILE), "w") as f:  # transformers ignores it
         json.dump(provenance.collect(), f, indent=2, sort_keys=True)
     return notes

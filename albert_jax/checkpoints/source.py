@@ -73,7 +73,8 @@ FORMATS: tuple[Format, ...] = (
         "hf",
         hf.is_hf_dir,
         "a transformers ALBERT directory (config.json with model_type 'albert' + "
-        "model.safetensors or pytorch_model.bin)",
+        "model.safetensors, model.safetensors.index.json with its shards, pytorch_model.bin "
+        "or flax_model.msgpack)",
     ),
     (
         "tf",

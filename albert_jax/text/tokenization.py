@@ -380,7 +380,7 @@ def read_tokenizer(
     directory's own settings win."""
     path = os.fspath(path)
     if epath.Path(path).is_dir():
-        if epath.Path(path, META_FILE).exists():
+        if epath.Path(path, META_FILE).exists() and not is_fast_tokenizer_file(path):
             return load_tokenizer(path)
         tok = find_tokenizer(path)
         if tok is None:
@@ -412,6 +412,17 @@ def save_tokenizer(tokenizer, out_dir: str | os.PathLike, extra_meta: dict | Non
         paths.write_bytes(paths.join(out_dir, MODEL_FILE), tokenizer.to_bytes())
     else:
         tokenizer.save(out_dir, extra_meta)
+
+
+def is_fast_tokenizer_file(path: str | os.PathLike) -> bool:
+    """Whether PATH/tokenizer.json is transformers' fast tokenizer (a transformers directory,
+    e.g. our export: `albert_jax.text.fast_tokenizer`) rather than our settings file; the
+    directory's settings are then in tokenizer_config.json (`find_tokenizer`)."""
+    try:
+        meta = json.loads(epath.Path(path, META_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and isinstance(meta.get("model"), dict)
 
 
 def find_tokenizer(path: str | os.PathLike):
@@ -454,6 +465,9 @@ def save_hf_tokenizer(tokenizer, out_dir: str | os.PathLike) -> None:
             "do_lower_case": tokenizer.lower_case,
             "keep_accents": tokenizer.keep_accents,
             "remove_space": True,
+            # transformers 5's AlbertTokenizer leaves token_type_ids out unless told: ALBERT
+            # reads them (sentence pairs), and 4.57's tokenizers return them.
+            "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
         }
     else:
         with open(os.path.join(out_dir, wordpiece.VOCAB_FILE), "w", encoding="utf-8") as f:

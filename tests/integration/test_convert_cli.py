@@ -17,16 +17,24 @@ from albert_jax import AlbertForPreTraining
 from albert_jax.checkpoints import checkpoint
 from albert_jax.convert import convert
 
+# The reference interpreters, one venv per transformers major version (.ci/run builds both).
+REFERENCES = {
+    "transformers-4.57.6": "ALBERT_JAX_REF_PYTHON",
+    "transformers-5": "ALBERT_JAX_REF5_PYTHON",
+}
+
 
 @pytest.mark.slow
-def test_transformers_loads_export():
+@pytest.mark.parametrize("env_var", list(REFERENCES.values()), ids=list(REFERENCES))
+def test_transformers_loads_export(env_var):
     """transformers itself loads our HF exports (every HF and TF fixture, shared and unshared, and
-    both fine-tuning heads) and reproduces the reference logits / ours within 1e-5:
-    make_reference.py --check-export, run by a venv with transformers and torch (.ci/run builds
-    it; the project venv has neither) and converting with this interpreter."""
-    ref_python = os.environ.get("ALBERT_JAX_REF_PYTHON")
+    both fine-tuning heads) and reproduces the reference logits / ours within 1e-5, and loads
+    the export's tokenizer.json as its fast tokenizer with our ids: make_reference.py
+    --check-export, run by a venv with transformers and torch (.ci/run builds one with 4.57.6
+    and one with 5.25.0; the project venv has neither) and converting with this interpreter."""
+    ref_python = os.environ.get(env_var)
     if not ref_python:
-        msg = "set ALBERT_JAX_REF_PYTHON to a python with transformers and torch (see .ci/run)"
+        msg = f"set {env_var} to a python with transformers and torch (see .ci/run)"
         if os.environ.get("CI"):
             pytest.fail(msg)  # CI must never pass without the only check against transformers
         pytest.skip(msg)
@@ -37,6 +45,8 @@ def test_transformers_loads_export():
     print(result.stdout)  # the max abs diffs per export, shown with -rP
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "export check passed" in result.stdout, result.stdout[-4000:]
+    major = "transformers 5." if env_var.startswith("ALBERT_JAX_REF5") else "transformers 4."
+    assert major in result.stdout, result.stdout[:400]  # each venv holds the version it names
 
 
 # --- the README's flow, as a user types it ------------------------------------------------------
