@@ -184,7 +184,7 @@ FINETUNE_CONFIGS = sorted(
 )
 # the configs that take an argument (`CONFIG:ARG`): one of theirs
 FINETUNE_ARGS = {"searched": "sentiment", "suite": "headlines", "glue": "mnli", "clue": "csl",
-                 "squad": "v2.0"}  # fmt: skip
+                 "squad": "v2"}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", FINETUNE_CONFIGS)

@@ -52,7 +52,7 @@ def test_every_config_declares_its_evaluators(module):
     """Every config gets the defaults from its common.py, so `--config.evals.NAME.every=N`
     parses (here as the command line applies it) and reads back typed."""
     args = {"searched": ("sentiment",), "suite": ("headlines",), "glue": ("mnli",),
-            "clue": ("cmrc2018",), "squad": ("v1.1",)}  # those take an argument  # fmt: skip
+            "clue": ("cmrc2018",), "squad": ("v1",)}  # those take an argument  # fmt: skip
     get_config = importlib.import_module(module).get_config
     config = get_config(*args.get(module.rsplit(".", 1)[1], ()))
     name = "eval" if module.startswith("configs.pretrain") else "dev"

@@ -1,10 +1,10 @@
 """SQuAD v1.1 and v2.0 (English extractive QA) from the official files, with the ALBERT paper's
-recipe and the official script's scoring. TASK: v1.1, v2.0.
+recipe and the official script's scoring. TASK: v1 (SQuAD v1.1), v2 (SQuAD v2.0).
 
   python -m albert_jax.convert HF_ALBERT_BASE_V2 runs/albert-base-v2  # transformers' or TF1 files
-  python -m finetune --config configs/finetune/squad.py:v1.1 --workdir runs/squad/v1.1 \
+  python -m finetune --config configs/finetune/squad.py:v1 --workdir runs/squad/v1 \
       --config.task.data_dir=SQUAD_DIR --config.init=runs/albert-base-v2
-  python evaluate-v1.1.py SQUAD_DIR/dev-v1.1.json runs/squad/v1.1/submission/predictions.json
+  python evaluate-v1.1.py SQUAD_DIR/dev-v1.1.json runs/squad/v1/submission/predictions.json
 
 `task.data_dir` holds the files as SQuAD's site serves them: train-v1.1.json and dev-v1.1.json
 (v2.0: train-v2.0.json, dev-v2.0.json). SQuAD has no public test set: dev is the split scored,
@@ -29,6 +29,8 @@ evaluation script (and CodaLab) takes; written at the end with the best paramete
 
 from configs.finetune.common import get_common
 
+# TASK -> SQuAD's version (a config argument cannot hold a dot: `squad.py:v1`)
+VERSIONS = {"v1": "v1.1", "v2": "v2.0"}
 # version -> learning rate, batch, ALBERT dropout, train steps, warmup steps, max length
 TABLE_14 = {
     "v1.1": (5e-5, 48, 0.0, 3649, 365, 384),
@@ -37,8 +39,9 @@ TABLE_14 = {
 
 
 def get_config(arg: str | None = None):
-    if arg not in TABLE_14:
-        raise ValueError(f"squad.py:TASK with TASK one of {sorted(TABLE_14)}, got {arg!r}")
+    if arg not in VERSIONS:
+        raise ValueError(f"squad.py:TASK with TASK one of {sorted(VERSIONS)}, got {arg!r}")
+    arg = VERSIONS[arg]
     c = get_common("qa")
     c.init = ""  # required: the checkpoint to fine-tune (its tokenizer with it)
     t = c.task

@@ -156,3 +156,39 @@ def test_explicit_control_and_bad_input(tmp_path):
         f"python -m finetune.compare: error: {missing}/summary.json: no such file "
         f"(is {missing} a finished `python -m finetune` run?)"
     )
+
+
+@pytest.mark.slow
+def test_cli_glue_preset_as_the_readme_types_it_then_predict(pretrained, tmp_path):
+    """README's benchmark command (a GLUE task from a data dir as GLUE ships it), then
+    `finetune.predict` on the test file: both write RTE.tsv, with the same rows."""
+    from support.glue import write_glue
+
+    made = write_glue(tmp_path / "GLUE", ("rte",))
+    cmd = [
+        sys.executable, "-m", "finetune", "--config", "configs/finetune/glue.py:rte",
+        "--workdir", str(tmp_path / "rte"), f"--config.task.data_dir={tmp_path / 'GLUE'}",
+        f"--config.init={pretrained}", "--config.task.max_seq_length=16",
+        "--config.batch_size=8", "--config.eval_batch_size=8", "--config.total_steps=2",
+        "--config.progress_bar=False",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sub = (tmp_path / "rte" / "submission" / "RTE.tsv").read_text().splitlines()
+    assert sub[0] == "index\tprediction"
+    assert [r.split("\t")[0] for r in sub[1:]] == made["rte"]["test.tsv"]
+    assert {r.split("\t")[1] for r in sub[1:]} <= {"entailment", "not_entailment"}
+    pred = subprocess.run(
+        [sys.executable, "-m", "finetune.predict", "--checkpoint", str(tmp_path / "rte" / "best"),
+         "--input", str(tmp_path / "GLUE" / "RTE" / "test.tsv"),
+         "--output", str(tmp_path / "out" / "test.jsonl")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert pred.returncode == 0, pred.stderr[-3000:]
+    assert json.loads(pred.stdout.splitlines()[-1])["submission"].endswith("RTE.tsv")
+    assert (tmp_path / "out" / "RTE.tsv").read_text().splitlines() == sub
+    # without the data dir: one line naming the file and the setting, before any work
+    bad_cmd = [a for a in cmd if not a.startswith("--config.task.data_dir")]
+    bad_cmd[bad_cmd.index(str(tmp_path / "rte"))] = str(tmp_path / "bad")
+    bad = subprocess.run(bad_cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "task.data_dir=''" in bad.stderr, bad.stderr[-2000:]
