@@ -16,8 +16,10 @@ from albert_jax.convert import convert
 from albert_jax.text.fast_tokenizer import build_fast_tokenizer
 from albert_jax.text.tokenization import (
     SentencePieceTokenizer,
+    TokenizerError,
     encode_pieces,
     read_tokenizer,
+    train_sentencepiece,
 )
 
 with open(fixture("reference/tokens.json"), encoding="utf-8") as f:
@@ -93,6 +95,23 @@ def test_fast_tokenizer_digit_comma_pieces(tmp_path):
         assert not any(p[-1:] == "," and p[-2:-1].isdigit() for p in got.tokens), text
         if text not in fired:
             assert got.ids == tok.encode(text), text
+
+
+def test_fast_tokenizer_character_model(tmp_path):
+    """A character SentencePiece model (the CPU configs' `model_type=char`) gets one Unigram
+    piece per character: our ids on every text, characters outside the vocabulary included; a
+    BPE model is refused with its type named."""
+    corpus = [t.lower() for t in TEXTS if t.strip()] * 20 + ["北京欢迎你 东京 日本"] * 20
+    kwargs = dict(vocab_size=200, hard_vocab_limit=False, character_coverage=1.0)
+    tok = train_sentencepiece(corpus, tmp_path / "char", model_type="char", **kwargs)
+    fast = reloaded(tok, tmp_path)
+    texts = [*TEXTS, "𠀀𠀁 unknown 㐀㐁 chars 北京 ∮ ﬁ", "ɐɐ zz QQ"]
+    for text in texts:
+        assert fast.encode(text, add_special_tokens=False).ids == tok.encode(text), text
+    assert tok.sp.unk_id() in tok.encode(texts[-2])  # unknown characters are in the texts
+    bpe = train_sentencepiece(corpus, tmp_path / "bpe", model_type="bpe", **kwargs)
+    with pytest.raises(TokenizerError, match="type is 2"):
+        build_fast_tokenizer(bpe)
 
 
 def test_export_writes_fast_tokenizer(tmp_path):

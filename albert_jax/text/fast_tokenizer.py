@@ -6,10 +6,13 @@ conversion of the SentencePiece model (transformers 5 has no slow ALBERT tokeniz
 the file too). It is built with the `tokenizers` library alone, no transformers:
 
 * model: Unigram over the SentencePiece pieces and their scores (read from the model's proto),
-  ``<unk>`` as the unknown piece;
+  ``<unk>`` as the unknown piece. A character model (``model_type=char``, what the CPU configs
+  train) is the same: with single-character pieces only, the Unigram segmentation is one piece
+  per character, as SentencePiece's character model splits. BPE and word models are refused;
 * normalizer: our ``preprocess_text`` step by step (whitespace collapsed and stripped, the
   LaTeX-style quotes turned into ``"`` in ``"transformers"`` mode, NFKD and combining marks
-  dropped unless ``keep_accents``, lower-casing when the tokenizer lower-cases), then
+  dropped unless ``keep_accents`` (then NFC: the `tokenizers` copy of SentencePiece's map below
+  does not recompose Hangul jamo, which SentencePiece's does), lower-casing when the tokenizer lower-cases), then
   SentencePiece's own normalization (its precompiled character map) and runs of spaces collapsed;
 * pre-tokenizer / decoder: Metaspace (``▁`` word marker, prefixed as SentencePiece's dummy prefix);
 * post-processor: ``[CLS] A [SEP]`` / ``[CLS] A [SEP] B [SEP]``, token types 0 for A and 1 for B;
@@ -39,7 +42,7 @@ from albert_jax.text.tokenization import (
 
 FAST_FILE = "tokenizer.json"  # transformers' name; our own checkpoints use it for settings
 DIGIT_COMMA_PENALTY = 100.0
-_UNIGRAM = 1  # sentencepiece ModelProto.TrainerSpec.ModelType
+_UNIGRAM, _CHAR = 1, 4  # sentencepiece ModelProto.TrainerSpec.ModelType
 _NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED = 1, 2, 3, 4  # ModelProto.SentencePiece.Type
 
 
@@ -69,10 +72,10 @@ def build_fast_tokenizer(tokenizer: SentencePieceTokenizer):
     )
 
     proto = _proto(tokenizer)
-    if proto.trainer_spec.model_type != _UNIGRAM:
+    if proto.trainer_spec.model_type not in (_UNIGRAM, _CHAR):
         raise TokenizerError(
-            "tokenizer.json is written for unigram SentencePiece models only (ALBERT's); this "
-            f"model's type is {proto.trainer_spec.model_type}"
+            "tokenizer.json is written for unigram (ALBERT's) and character SentencePiece models "
+            f"only; this model's type is {proto.trainer_spec.model_type} (2: BPE, 3: word)"
         )
     vocab = [
         (p.piece, p.score - (DIGIT_COMMA_PENALTY if _ends_in_digit_comma(p.piece) else 0.0))
@@ -86,7 +89,7 @@ def build_fast_tokenizer(tokenizer: SentencePieceTokenizer):
     if tokenizer.mode == "transformers":
         steps += [normalizers.Replace("``", '"'), normalizers.Replace("''", '"')]
     if not tokenizer.keep_accents:
-        steps += [normalizers.NFKD(), normalizers.StripAccents()]
+        steps += [normalizers.NFKD(), normalizers.StripAccents(), normalizers.NFC()]
     if tokenizer.lower_case:
         steps.append(normalizers.Lowercase())
     charsmap = proto.normalizer_spec.precompiled_charsmap
