@@ -15,6 +15,7 @@ import sys
 
 from absl import app, flags
 
+from albert_jax import paths
 from albert_jax.errors import InputError  # also raised here for an entry point's own arguments
 
 INPUT_ERROR = 2  # the exit status of every input error
@@ -106,11 +107,23 @@ def _check_config_files() -> None:
             sys.exit(report(InputError(f"--{name} {path}: is a directory, not a config file")))
 
 
+def _shipped_configs(argv: list[str]) -> list[str]:
+    """`--config NAME` / `--config=NAME` found among the shipped configs when NAME is not a file
+    here (`paths.config_file`): an installed wheel runs `albert-finetune --config glue.py:rte`."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg.startswith("--config="):
+            out[i] = "--config=" + paths.config_file(arg.split("=", 1)[1])
+        elif arg == "--config" and i + 1 < len(out):
+            out[i + 1] = paths.config_file(out[i + 1])
+    return out
+
+
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's flag parsing with its errors as input errors: a bad flag value (absl prints a
     FATAL line and exits 1) or an unknown config field (a bare AttributeError traceback)."""
     try:
-        argv = flags.FLAGS(argv)
+        argv = flags.FLAGS(_shipped_configs(argv))
         _check_config_files()
         return argv
     except SyntaxError as e:  # a config file's, raised while ml_collections loads it
@@ -145,6 +158,17 @@ def write_error(error: OSError) -> InputError:
     return InputError(f"{path or 'writing'}: {os.strerror(error.errno)}")
 
 
+def _help_of(main) -> None:
+    """`--help` shows the command's docstring and flags when `__main__` is not its module (a
+    console script, or the checkout's `python -m finetune` forward): absl shows those of
+    `__main__`."""
+    module, entry = sys.modules[main.__module__], sys.modules["__main__"]
+    if module is not entry:
+        entry.__doc__ = module.__doc__
+        for flag in flags.FLAGS.get_key_flags_for_module(module.__name__):
+            flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+
 def run(main) -> None:
     """`absl.app.run(main)` with input errors, flag errors (`parse_flags`), a missing flag
     (`app.UsageError`) and the OS refusing a write (`WRITE_ERRNOS`) reported as
@@ -161,4 +185,5 @@ def run(main) -> None:
                 raise
             sys.exit(report(write_error(e)))
 
+    _help_of(main)
     app.run(wrapped, flags_parser=parse_flags)

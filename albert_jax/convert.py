@@ -64,5 +64,9 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def entry():  # the console script
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

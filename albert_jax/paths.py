@@ -17,6 +17,30 @@ import tempfile
 
 from etils import epath
 
+# The shipped configs (albert_jax.configs: in a checkout `configs/` links here; in a wheel they
+# are the only copy).
+CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
+CONFIG_KINDS = ("pretrain", "finetune", "sweeps")
+
+
+def config_file(spec: str) -> str:
+    """A `--config` value (`FILE` or `FILE:ARG`) with FILE found: as given when it exists (one's
+    own file, or `configs/...` from a checkout), else among the shipped configs, so that an
+    installed wheel runs them by name from any directory: `configs/finetune/glue.py`,
+    `finetune/glue.py`, `glue.py` or `glue` (each name is in one of pretrain/, finetune/,
+    sweeps/). Not found: `spec` unchanged, for the caller's error to name what was typed."""
+    path, sep, arg = spec.partition(":")
+    if not path or os.path.exists(path) or is_uri(path):
+        return spec
+    rel = os.path.normpath(path)
+    rel = rel.removeprefix("configs" + os.sep)
+    rel = rel if rel.endswith(".py") else rel + ".py"
+    found = [os.path.join(CONFIGS, rel)]
+    if os.sep not in rel:
+        found += [os.path.join(CONFIGS, kind, rel) for kind in CONFIG_KINDS]
+    found = [f for f in found if os.path.isfile(f)]
+    return found[0] + sep + arg if len(found) == 1 else spec
+
 
 def is_uri(path: str | os.PathLike) -> bool:
     return "://" in os.fspath(path)

@@ -35,11 +35,11 @@ import jax
 from report import emit  # benchmarks/ on sys.path
 
 from albert_jax import cli
+from albert_jax.configs.finetune import searched
 from albert_jax.jobs import lr_search
 from albert_jax.jobs import run as runs
 from albert_jax.tasks.finetuning import FinetuneData, FinetuneTask
 from albert_jax.train.config import EvalConfig
-from configs.finetune import searched
 
 
 def task_config(args, seed: int, sample: int):

@@ -45,12 +45,12 @@ import ml_collections
 from report import NUM_LABELS, classification_batch, emit, xla_cost  # benchmarks/ on sys.path
 
 from albert_jax import cli
+from albert_jax.configs.finetune.common import get_common
 from albert_jax.model import presets
 from albert_jax.tasks.finetuning import FinetuneTask
 from albert_jax.text.tokenization import load_tokenizer
 from albert_jax.train import partitioning, trainer
 from albert_jax.train.task import Job
-from configs.finetune.common import get_common
 
 SIZES = ("tiny", "small", "base", "large", "xlarge", "xxlarge")
 CLASSIFIER_DROPOUT = 0.1

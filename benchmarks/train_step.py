@@ -78,7 +78,7 @@ def matmul_peak(rows: int, hidden: int, inner: int, dtype: str, reps: int = 10) 
 
 
 def run_config(args, objective: str) -> ml_collections.ConfigDict:
-    from configs.pretrain.common import pretrain_defaults
+    from albert_jax.configs.pretrain.common import pretrain_defaults
 
     c = pretrain_defaults()
     c.objective = objective

@@ -1,1 +1,5 @@
-"""Command-line entry points for ALBERT pretraining (tokenizer, data preparation, inspection)."""
+"""`python -m pretrain[.MODULE]` in a checkout: each module here runs albert_jax.pretrain.MODULE.
+
+The wheel installs `albert_jax` alone; there the same commands are the console scripts
+`albert-pretrain` and `albert-pretrain-MODULE` (underscores as hyphens).
+"""

@@ -185,8 +185,8 @@ def documents():
     """120 People's Daily articles (lists of sentences), as a user's own text."""
     import itertools
 
+    from albert_jax.configs.pretrain import common
     from albert_jax.data.pretraining import corpus
-    from configs.pretrain import common
 
     docs = corpus.read_documents([common.peoples_daily_path()], "tagged")
     return list(itertools.islice(docs, 120))

@@ -11,7 +11,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from configs.pretrain import common  # noqa: E402
+from albert_jax.configs.pretrain import common  # noqa: E402
 
 TEST_VOCAB = 4000
 

@@ -74,7 +74,7 @@ def quick_finetune(c, steps: int, **kw):
 def split_files_config(task_type: str, init: str, d, ext: str, steps: int, task=None, **kw):
     """A short fine-tuning config (`quick_finetune`) for `task_type` from `init`, reading
     d/{train,dev,test}.EXT, with `task` overrides of config.task."""
-    from configs.finetune.common import get_common
+    from albert_jax.configs.finetune.common import get_common
 
     c = get_common(task_type)
     c.init = init

@@ -850,7 +850,8 @@ def repo_files() -> list[str]:
         check=True,
         capture_output=True,
     ).stdout.decode()
-    return sorted({p for p in out.split("\0") if p and os.path.isfile(os.path.join(REPO, p))})
+    keep = lambda p: os.path.isfile(os.path.join(REPO, p)) or os.path.islink(os.path.join(REPO, p))
+    return sorted({p for p in out.split("\0") if p and keep(p)})
 
 
 @functools.cache
@@ -921,7 +922,10 @@ def make_copy(files: list[str]) -> str:
     for p in files:
         dst = os.path.join(root, p)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copy2(os.path.join(REPO, p), dst)
+        if os.path.islink(os.path.join(REPO, p)):  # configs -> albert_jax/configs
+            os.symlink(os.readlink(os.path.join(REPO, p)), dst)
+        else:
+            shutil.copy2(os.path.join(REPO, p), dst)
     return root
 
 

@@ -18,10 +18,10 @@ from support.corpus import SP_FIXTURE
 
 from albert_jax import paths
 from albert_jax.checkpoints import checkpoint
+from albert_jax.configs.pretrain import common
 from albert_jax.data.pretraining import corpus, pipeline
 from albert_jax.data.pretraining.documents import expand_inputs
 from albert_jax.model.albert import AlbertForPreTraining
-from configs.pretrain import common
 
 
 def test_paths_keep_uris_and_resolve_local_paths(tmp_path, monkeypatch):

@@ -13,13 +13,13 @@ from sklearn.metrics import accuracy_score
 from support.clue import DASH_EVERY, FOLDERS, TEST_ID, N, write_clue
 from support.finetune import read_jsonl
 
+from albert_jax.configs.finetune import clue
 from albert_jax.data.finetuning import benchmarks
 from albert_jax.data.finetuning.records import DataError, Example
 from albert_jax.jobs import run as runs
 from albert_jax.scoring import squad
 from albert_jax.tasks.finetune_config import ClassificationSettings, QASettings
 from albert_jax.tasks.qa import QAReader, read_squad
-from configs.finetune import clue
 
 CLASSIFICATION = sorted(t for t in clue.TASKS if t != "cmrc2018")
 DEFAULT = ("wsc",)  # a reader of its own and a 1.0 test file; the rest in the slow tier

@@ -14,6 +14,7 @@ from support.relation import re_config
 from support.seq2seq import s2s_config
 
 from albert_jax.checkpoints import checkpoint
+from albert_jax.configs.finetune.common import get_common
 from albert_jax.jobs import run as runs
 from albert_jax.model.albert import AlbertForPreTraining, init_params
 from albert_jax.scoring import metrics as M
@@ -24,7 +25,6 @@ from albert_jax.tasks.relation import RelationTask
 from albert_jax.tasks.seq2seq import Seq2SeqTask
 from albert_jax.text.tokenization import load_tokenizer
 from albert_jax.train.metrics import log_to_file
-from configs.finetune.common import get_common
 
 LOGGER = "albert_jax.tasks.finetuning"
 CAUSES = (

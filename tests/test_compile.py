@@ -135,8 +135,8 @@ def test_compile_command_without_libtpu_says_how_to_install(monkeypatch):
 def test_layout_is_a_field_of_every_pretraining_config():
     """--config.model.layout parses for the paper's and the pod's configs (the not-shared
     baseline can be asked for)."""
+    from albert_jax.configs.pretrain import paper, tpu_pod
     from albert_jax.model import presets
-    from configs.pretrain import paper, tpu_pod
 
     for module in (paper, tpu_pod):
         c = module.get_config("albert-base")

@@ -164,7 +164,7 @@ def test_every_pretraining_config_takes_the_execution_overrides(name):
 
     from albert_jax.model.presets import from_run_config
 
-    config = importlib.import_module(f"configs.pretrain.{name}").get_config()
+    config = importlib.import_module(f"albert_jax.configs.pretrain.{name}").get_config()
     config.lock()
     overrides = dict(dtype="bfloat16", param_dtype="bfloat16", scan_layers=False, remat="full",
                      attention_impl="fused", matmul_grad="autodiff")  # fmt: skip
@@ -194,9 +194,9 @@ def test_a_finetuning_config_has_no_pretraining_leaf(name):
     and every trainer and fine-tuning leaf reads back typed."""
     import importlib
 
+    from albert_jax.configs.pretrain.common import pretrain_defaults
     from albert_jax.tasks.finetune_config import FinetuneConfig
     from albert_jax.train.config import TrainerConfig
-    from configs.pretrain.common import pretrain_defaults
 
     # the optimizer's, the evaluators' (`config.evals`) and the execution's sections are every job's
     shared = set(TrainerConfig.section()) | set(FinetuneConfig.section())
@@ -204,7 +204,7 @@ def test_a_finetuning_config_has_no_pretraining_leaf(name):
     pretraining_only = set(pretrain_defaults()) - shared
     assert {"objective", "electra", "train_flops", "cross_eval"} <= pretraining_only
     arg = FINETUNE_ARGS.get(name)
-    config = importlib.import_module(f"configs.finetune.{name}").get_config(arg)
+    config = importlib.import_module(f"albert_jax.configs.finetune.{name}").get_config(arg)
     assert not set(config) & pretraining_only, sorted(set(config) & pretraining_only)
     assert set(TrainerConfig.section()) | set(FinetuneConfig.section()) <= set(config)
     assert FinetuneConfig.from_config(config).batch_size == config.batch_size
@@ -225,7 +225,7 @@ def test_a_finetuning_configs_task_section_reads_into_its_kinds_settings(name):
     from albert_jax.tasks.finetune_config import TASK_SETTINGS, TaskSettings
 
     arg = FINETUNE_ARGS.get(name)
-    config = importlib.import_module(f"configs.finetune.{name}").get_config(arg)
+    config = importlib.import_module(f"albert_jax.configs.finetune.{name}").get_config(arg)
     kind = TASK_SETTINGS[config.task.type]
     assert set(kind.section()) <= set(config.task)
     settings = kind.from_config(config.task)

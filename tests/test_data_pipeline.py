@@ -21,8 +21,8 @@ from albert_jax.data.pretraining.documents import (
     strip_tags,
     tokenize_documents,
 )
+from albert_jax.pretrain.inspect_data import iter_examples, render, summarize
 from albert_jax.text.tokenization import CLS_ID, MASK_ID, SEP_ID, TokenizerError
-from pretrain.inspect_data import iter_examples, render, summarize
 
 if not flags.FLAGS.is_parsed():
     flags.FLAGS.mark_as_parsed()  # grain workers read absl flags
@@ -207,7 +207,7 @@ def _record(sentences, starts=None):
 
 
 def _synthetic_config():
-    from configs.pretrain import common
+    from albert_jax.configs.pretrain import common
 
     d = common.get_data_config()
     d.vocab_size = 500
@@ -358,7 +358,7 @@ def test_render_marks_masks_segments_and_labels(pd_config, pd_tokenizer):
 
 
 def test_config_is_relative_and_self_contained():
-    from configs.pretrain import cpu_small
+    from albert_jax.configs.pretrain import cpu_small
 
     c = cpu_small.get_config()
     d = c.data

@@ -29,8 +29,8 @@ from albert_jax.tasks import qa, tagging
 # subprocesses the runs start).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+from albert_jax.configs.pretrain import common
 from albert_jax.tasks.finetune_config import FinetuneError
-from configs.pretrain import common
 
 datasets = pytest.importorskip("datasets")
 tfds = pytest.importorskip("tensorflow_datasets")
@@ -331,7 +331,7 @@ def test_a_tiny_fine_tune_on_each_other_form(pretrained, built, tmp_path, form):
 def test_a_tiny_pretraining_on_a_parquet_file(built, tmp_path):
     """`python -m pretrain` with `data.input_files` a parquet file and `data.text_field`."""
     work = tmp_path / "run"
-    args = ["-m", "pretrain", "--config", CPU_SMALL, "--workdir", str(work), *SHORT]
+    args = ["-m", "albert_jax.pretrain", "--config", CPU_SMALL, "--workdir", str(work), *SHORT]
     args += [f"--config.data.input_files={built['forms']['parquet']['train']}"]
     args += ["--config.data.text_field=sentence", f"--config.data.tokenizer_model={SP_FIXTURE}"]
     args += ["--config.data.vocab_size=120", "--config.data.input_format=text"]

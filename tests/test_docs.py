@@ -15,12 +15,14 @@ import shlex
 import pytest
 from support.corpus import check_overrides, placeholder
 
+from albert_jax import paths
 from albert_jax.experiments import sweep
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = [os.path.join(ROOT, "README.md"), *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))]
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 SEPARATORS = {"&&", "||", ";", "|", ">", ">>", "2>&1"}
+SCRIPT = re.compile(r"albert-(pretrain|finetune)(?:-([a-z-]+))?")
 
 
 def rel(path):
@@ -58,11 +60,17 @@ def commands(snippet):
             if word not in SEPARATORS:
                 continue
             part, start = words[start:i], i + 1
-            for j in range(len(part) - 2):
-                if os.path.basename(part[j]).startswith("python") and part[j + 1] == "-m":
-                    module = part[j + 2]
-                    if module.split(".")[0] in ("pretrain", "finetune"):
-                        found.append((module, part[j + 3 :]))
+            for j in range(len(part)):
+                script = SCRIPT.fullmatch(part[j])  # albert-finetune ...: the installed command
+                if script:
+                    job, name = script.groups()
+                    module = job + ("." + name.replace("-", "_") if name else "")
+                    found.append((module, part[j + 1 :]))
+                if j + 2 < len(part) and part[j + 1] == "-m":
+                    if os.path.basename(part[j]).startswith("python"):
+                        module = part[j + 2]
+                        if module.split(".")[0] in ("pretrain", "finetune"):
+                            found.append((module, part[j + 3 :]))
     return found
 
 
@@ -123,8 +131,11 @@ def test_documented_commands_parse(page, module, config, args, monkeypatch):
     """A pretraining or fine-tuning command's `--config.KEY=VALUE` overrides parse against its
     config file; a sweep command's `--set SCOPE.KEY=VALUE` name fields of its configs."""
     monkeypatch.chdir(ROOT)  # the pages' paths are relative to the repository root
+    shipped = os.path.join(ROOT, "albert_jax", "configs") + os.sep
+    config = paths.config_file(config)  # a console script's config by name: the shipped file
     path = config.split(":", 1)[0]  # FILE:ARG passes ARG to get_config
-    assert path.startswith("configs/") and os.path.isfile(path), f"{page}: no config {config}"
+    assert path.startswith(("configs/", shipped)), f"{page}: {config} is not a shipped config"
+    assert os.path.isfile(path), f"{page}: no config {config}"
     overrides = [
         a
         for a in args

@@ -11,13 +11,13 @@ import os
 import pytest
 from support.finetune import make_config, read_jsonl
 
+from albert_jax.configs.finetune.common import get_common
+from albert_jax.configs.pretrain.common import pretrain_defaults
 from albert_jax.jobs import run as runs
 from albert_jax.tasks import finetuning as F
 from albert_jax.tasks.finetune_config import TaskSettings
 from albert_jax.train.config import EvalConfig, TrainConfigError, read_evals
 from albert_jax.train.trainer import kept
-from configs.finetune.common import get_common
-from configs.pretrain.common import pretrain_defaults
 
 
 def eval_steps(workdir, split="eval"):
@@ -42,7 +42,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(
     os.path.relpath(p, ROOT)[:-3].replace(os.sep, ".")
     for kind in ("pretrain", "finetune")
-    for p in glob.glob(os.path.join(ROOT, "configs", kind, "*.py"))
+    for p in glob.glob(os.path.join(ROOT, "albert_jax", "configs", kind, "*.py"))
     if os.path.basename(p) not in ("__init__.py", "common.py")
 )
 
@@ -55,7 +55,7 @@ def test_every_config_declares_its_evaluators(module):
             "clue": ("cmrc2018",), "squad": ("v1",)}  # those take an argument  # fmt: skip
     get_config = importlib.import_module(module).get_config
     config = get_config(*args.get(module.rsplit(".", 1)[1], ()))
-    name = "eval" if module.startswith("configs.pretrain") else "dev"
+    name = "eval" if module.startswith("albert_jax.configs.pretrain") else "dev"
     config.update_from_flattened_dict({f"evals.{name}.every": 100})
     splits = ("",) if name == "eval" else TaskSettings.from_config(config.task).splits
     assert read_evals(config, {}, splits)[name].every == 100

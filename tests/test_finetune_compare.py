@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 from support.finetune import write_run
 
-from finetune import compare
+from albert_jax.finetune import compare
 
 
 def _welch_by_hand(a, b):

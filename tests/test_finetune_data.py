@@ -20,9 +20,9 @@ from albert_jax.data.finetuning.records import (
     read_examples,
 )
 from albert_jax.experiments import baselines, datasets, people_daily
+from albert_jax.finetune import baseline as baseline_cli
+from albert_jax.finetune import prepare as prepare_cli
 from albert_jax.text.tokenization import load_tokenizer
-from finetune import baseline as baseline_cli
-from finetune import prepare as prepare_cli
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 

@@ -14,11 +14,11 @@ import pytest
 from support.finetune import TOKENIZER, flat, make_config, tiny_config
 
 from albert_jax.checkpoints import checkpoint
+from albert_jax.configs.finetune import cloze, ner, sentiment, tsv
 from albert_jax.jobs import run as runs
 from albert_jax.model import presets
 from albert_jax.tasks import init_source
 from albert_jax.train.optim import make_optimizer
-from configs.finetune import cloze, ner, sentiment, tsv
 
 # The `pretrained` checkpoint (tests/conftest.py) with weights from another seed than
 # fine-tuning's (0): flax derives each leaf's key from its path, so seed-0 weights would equal a

@@ -17,6 +17,7 @@ from support.relation import N_DEV, re_config
 
 from albert_jax.checkpoints import checkpoint, hf
 from albert_jax.checkpoints.errors import ConversionError
+from albert_jax.configs.finetune.common import get_common
 from albert_jax.data.finetuning.records import DataError
 from albert_jax.experiments import extraction
 from albert_jax.jobs import run as runs
@@ -25,7 +26,6 @@ from albert_jax.model.heads import ConditionalLayerNorm
 from albert_jax.tasks import relation as R
 from albert_jax.tasks.finetuning import FinetuneTask
 from albert_jax.text.tokenization import load_tokenizer
-from configs.finetune.common import get_common
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "tests", "fixtures", "formats", "duie_sample.jsonl")

@@ -132,7 +132,7 @@ def test_long_documents_are_cut_at_paragraph_boundaries():
 
 
 def test_cpu_general_reads_what_the_builder_writes():
-    from configs.pretrain import cpu_base, cpu_general
+    from albert_jax.configs.pretrain import cpu_base, cpu_general
 
     config, base = cpu_general.get_config(), cpu_base.get_config()
     assert config.data.input_files == "jsonl:" + os.path.join(

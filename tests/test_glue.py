@@ -12,10 +12,10 @@ from sklearn.metrics import f1_score, matthews_corrcoef
 from support.finetune import read_jsonl
 from support.glue import FOLDERS, N, write_glue
 
+from albert_jax.configs.finetune import glue
 from albert_jax.data.finetuning import benchmarks
 from albert_jax.data.finetuning.records import DataError, read_examples
 from albert_jax.jobs import run as runs
-from configs.finetune import glue
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_each_glue_task_reads_its_files_scores_dev_and_writes_its_submission(
 
 
 def test_predict_writes_the_submission_of_a_test_file(glue_dir, pretrained, tmp_path):
-    from finetune import predict
+    from albert_jax.finetune import predict
 
     root, made = glue_dir
     runs.run(tiny("cola", root, pretrained), str(tmp_path / "run"))

@@ -113,8 +113,8 @@ def tiny_config(corpus_file, work):
     over `corpus_file` (JSON lines) with its data section resolved under `work`."""
     import ml_collections
 
+    from albert_jax.configs.pretrain import cpu_small
     from albert_jax.data.pretraining.pipeline import resolve_paths
-    from configs.pretrain import cpu_small
 
     config = cpu_small.get_config()
     d = config.data

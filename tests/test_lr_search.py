@@ -16,11 +16,11 @@ from support.qa import qa_config, squad_file
 from support.relation import re_config
 from support.seq2seq import s2s_config
 
+from albert_jax.configs.finetune import cloze, ner, tsv
 from albert_jax.jobs import lr_search
 from albert_jax.jobs import run as runs
 from albert_jax.tasks import finetuning as F
 from albert_jax.tasks.finetuning import FinetuneError
-from configs.finetune import cloze, ner, tsv
 
 PLANTED_GRID = "1e-5,3e-3,3.0"  # stays at the prior / trains / blows up (on this task)
 

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from support.corpus import CPU_SMALL, SP_FIXTURE, check_overrides, one_sentence_corpus, placeholder
 
+from albert_jax.configs.pretrain import common
 from albert_jax.data.pretraining import corpus, parallel, pipeline
 from albert_jax.data.pretraining.documents import expand_inputs
 from albert_jax.model import presets
-from configs.pretrain import common
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -167,9 +167,9 @@ def test_parallel_preparation_writes_the_same_corpus(texts, tmp_path, monkeypatc
 def test_a_too_small_eval_split_is_named(texts, tmp_path):
     """An evaluation split with fewer examples than one batch: a clear error, not StopIteration;
     one with fewer than eval_batches full batches: the mean over those it has."""
+    from albert_jax.configs.pretrain import cpu_small
     from albert_jax.data.pretraining.pipeline import DataConfigError, resolve_paths
     from albert_jax.tasks.pretraining import PretrainingTask
-    from configs.pretrain import cpu_small
 
     config = cpu_small.get_config()
     d = config.data
@@ -244,9 +244,9 @@ def test_tokenizer_model_gives_the_reference_ids(kind, model, lower, mode, tmp_p
 def test_cross_eval_scores_the_sentence_head_on_both_tasks(texts, tmp_path):
     """cross_eval: `sop_task_accuracy` comes from SOP pairs, `nsp_task_accuracy` from NSP pairs
     (told apart here by the debug fields: NSP never swaps, SOP never takes a random B)."""
+    from albert_jax.configs.pretrain import cpu_small
     from albert_jax.data.pretraining.pipeline import resolve_paths
     from albert_jax.tasks.pretraining import PretrainingTask
-    from configs.pretrain import cpu_small
 
     config = cpu_small.get_config()
     d = config.data
@@ -321,10 +321,10 @@ def test_a_batch_that_does_not_split_over_the_devices_is_named(texts, tmp_path):
     """8 devices (the suite's fake ones) and a batch of 4: one clear error before any compile."""
     import jax
 
+    from albert_jax.configs.pretrain import cpu_small
     from albert_jax.data.pretraining.pipeline import resolve_paths
     from albert_jax.tasks.pretraining import PretrainingTask
     from albert_jax.train.trainer import TrainConfigError, train
-    from configs.pretrain import cpu_small
 
     assert jax.device_count() == 8
     config = cpu_small.get_config()
@@ -343,10 +343,10 @@ def test_a_batch_that_does_not_split_over_the_devices_is_named(texts, tmp_path):
 def test_a_warmup_longer_than_the_run_is_named(texts, tmp_path):
     """--config.total_steps=20 under the default 100 warmup steps: the optim keys named, as an
     input error (the CLI's one line and exit status 2), before anything is written."""
+    from albert_jax.configs.pretrain import cpu_small
     from albert_jax.data.pretraining.pipeline import resolve_paths
     from albert_jax.tasks.pretraining import PretrainingTask
     from albert_jax.train.trainer import TrainConfigError, train
-    from configs.pretrain import cpu_small
 
     config = cpu_small.get_config()
     d = config.data
@@ -381,10 +381,10 @@ def _sp_data_config(files, data_dir, **kw):
 def test_degenerate_sentence_pairs_are_detected(documents, texts, tmp_path):
     """pair_warning: fires on one-sentence documents or on pair rates above 0.9 and names the fix;
     silent on many-sentence documents, with single_segment='split', and without a sentence head."""
+    from albert_jax.configs.pretrain import cpu_small
     from albert_jax.data.pretraining.pair_check import FIX
     from albert_jax.data.pretraining.pair_check import pair_warning as warning
     from albert_jax.tasks.pretrain_config import PretrainConfig
-    from configs.pretrain import cpu_small
 
     def pair_warning(config, *args, **kw):  # as the entry points call it: the run's sentence head
         return warning(PretrainConfig.from_config(config).sentence_head, *args, **kw)

@@ -9,9 +9,9 @@ import pytest
 from support.clue import write_squad
 from support.finetune import read_jsonl
 
+from albert_jax.configs.finetune import squad
 from albert_jax.jobs import run as runs
 from albert_jax.scoring import squad as official
-from configs.finetune import squad
 
 
 def tiny(version, data_dir, init, **kw):

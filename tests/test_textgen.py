@@ -15,9 +15,9 @@ from albert_jax.data.finetuning import textgen
 from albert_jax.data.finetuning.records import IGNORE, DataError
 from albert_jax.data.finetuning.textgen import Seq2SeqExample
 from albert_jax.experiments import datasets, extraction
+from albert_jax.finetune import prepare as prepare_cli
 from albert_jax.scoring import generation
 from albert_jax.text.tokenization import load_tokenizer, train_sentencepiece
-from finetune import prepare as prepare_cli
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 README_TOKENIZER = os.path.join(

@@ -57,7 +57,7 @@ def make_workdir(path, steps=(2, 4), tokenizer=True) -> dict[int, dict]:
     os.makedirs(path)
     if REPO not in sys.path:  # configs/ is not a package of the install
         sys.path.insert(0, REPO)
-    from configs.pretrain.common import get_data_config
+    from albert_jax.configs.pretrain.common import get_data_config
 
     data = {**get_data_config().to_dict(), "tokenizer_dir": "tok", "vocab_size": 120}
     run = {"model": MODEL, "data": data}

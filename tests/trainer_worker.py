@@ -112,7 +112,7 @@ def make_task(config, sleep_from=None, inf_at=None, delay_from=None, model=None)
 
 def make_config(**overrides) -> ml_collections.ConfigDict:
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-    from configs.pretrain.common import pretrain_defaults
+    from albert_jax.configs.pretrain.common import pretrain_defaults
 
     c = pretrain_defaults()
     c.data = ml_collections.ConfigDict(

@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from albert_jax import paths
 from albert_jax.errors import InputError
 from albert_jax.tasks.finetune_config import TaskSettings
 
@@ -103,7 +104,7 @@ def _import(path: str, function: str):
     """`function()` of the config file at `path`; `FILE:ARG` (a task config taking an argument,
     e.g. `configs/finetune/suite.py:headlines`, as ml_collections reads it) calls
     `function(ARG)`."""
-    path, sep, arg = path.partition(":")
+    path, sep, arg = paths.config_file(path).partition(":")
     if not os.path.exists(path):
         raise SweepError(f"{path}: no such config file")
     if os.path.isdir(path):
@@ -381,7 +382,8 @@ def steps(sweep: Sweep, group: list[Point], workdir: str) -> list[Step]:
         Step(
             "pretrain",
             f"pretrain {pname}",
-            py + ["pretrain", "--config", sweep.pretrain_config, "--workdir", pdir] + pre_flags,
+            [*py, "albert_jax.pretrain", "--config", sweep.pretrain_config, "--workdir", pdir]
+            + pre_flags,
             pdir,
             os.path.join(pdir, "model", "checkpoint.json"),
             after=kept.keep_pretraining if kept else None,
@@ -407,7 +409,7 @@ def steps(sweep: Sweep, group: list[Point], workdir: str) -> list[Step]:
                     Step(
                         "finetune",
                         f"{task} {point.name()} seed {seed}",
-                        py + ["finetune", "--config", config, "--workdir", sdir]
+                        py + ["albert_jax.finetune", "--config", config, "--workdir", sdir]
                         + flags_ + [f"--config.seeds={seed}"],
                         sdir,
                         os.path.join(sdir, "summary.json"),
@@ -475,7 +477,8 @@ def prepare_steps(sweep: Sweep, workdir: str) -> list[Step]:
         if name and name not in seen:
             seen.add(name)
             done = files["task.train"]
-            cmd = [sys.executable, "-m", "finetune.prepare", name, "--out", os.path.dirname(done)]
+            cmd = [sys.executable, "-m", "albert_jax.finetune.prepare", name]
+            cmd += ["--out", os.path.dirname(done)]
             # its log beside the dataset, not in it: prepare replaces the dataset's directory
             log_dir = os.path.dirname(done) + ".sweep"
             out.append(Step("prepare", f"{name} dataset", cmd, log_dir, done))
@@ -487,7 +490,8 @@ def prepare_steps(sweep: Sweep, workdir: str) -> list[Step]:
         data = {**sweep.pretrain, **group[0].scope("pretrain")}
         flags_ = [_flag(k, v) for k, v in data.items() if k.startswith("data.")]
         flags_.append(_flag("data.data_dir", os.path.abspath(ddir)))
-        cmd = [sys.executable, "-m", "pretrain.prepare_data", "--config", sweep.pretrain_config]
+        module = "albert_jax.pretrain.prepare_data"
+        cmd = [sys.executable, "-m", module, "--config", sweep.pretrain_config]
         done = os.path.join(ddir, "sweep_prepared.json")
         out.append(
             Step("prepare", f"data {os.path.basename(ddir)}", cmd + flags_, ddir, done, True)
@@ -528,7 +532,7 @@ def _check_value(path: str, scope: str, key: str, value: Any) -> None:
     from absl import flags
     from ml_collections import config_flags
 
-    argv = ["sweep", "--config", path, _flag(key, value)]
+    argv = ["sweep", "--config", paths.config_file(path), _flag(key, value)]
     parsed = flags.FlagValues()
     config_flags.DEFINE_config_file("config", flag_values=parsed, sys_argv=argv)
     try:
@@ -668,7 +672,15 @@ def run_group(config_path: str, workdir: str, sets: list[str], index: int) -> st
 
 
 def group_command(config_path: str, workdir: str, sets: list[str], index: int) -> str:
-    parts = [sys.executable, "-m", "pretrain.sweep", "--config", config_path, "--workdir", workdir]
+    parts = [
+        sys.executable,
+        "-m",
+        "albert_jax.pretrain.sweep",
+        "--config",
+        config_path,
+        "--workdir",
+        workdir,
+    ]
     parts += [f"--set={s}" for s in sets] + [f"--group={index}"]
     return " ".join(parts)
 

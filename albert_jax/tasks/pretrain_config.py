@@ -37,7 +37,7 @@ class Electra(Section):
 
 @dataclasses.dataclass(frozen=True)
 class PretrainConfig(Section):
-    init: str = ""  # continued pretraining: start from this checkpoint (see pretrain/__main__.py)
+    init: str = ""  # continued pretraining: this checkpoint (see albert_jax/pretrain/__main__.py)
     # mlm+sop | mlm+nsp (with data.mode='nsp') | mlm | electra (albert_jax/tasks/pretraining.py)
     objective: str = "mlm+sop"
     electra: Electra = Electra()

@@ -129,7 +129,7 @@ class PretrainingTask(Task, Evaluator):
         self.global_batch_size = int(data_config.global_batch_size)
         self.seq_length = int(data_config.max_seq_length)
         # The run's length, for the learned-nothing warning's "meaningful share" (a FLOPs
-        # budget's steps are set here once known: `pretrain/__main__.py`).
+        # budget's steps are set here once known: `albert_jax/pretrain/__main__.py`).
         self.total_steps = int(config.total_steps)
         self._warned: dict[str, int] = {}  # head ('mlm' / 'sop') -> the step it was warned at
         self._one_sentence: tuple[int, int] | None = None  # (one-sentence, sampled) documents

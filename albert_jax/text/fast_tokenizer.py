@@ -12,7 +12,8 @@ the file too). It is built with the `tokenizers` library alone, no transformers:
 * normalizer: our ``preprocess_text`` step by step (whitespace collapsed and stripped, the
   LaTeX-style quotes turned into ``"`` in ``"transformers"`` mode, NFKD and combining marks
   dropped unless ``keep_accents`` (then NFC: the `tokenizers` copy of SentencePiece's map below
-  does not recompose Hangul jamo, which SentencePiece's does), lower-casing when the tokenizer lower-cases), then
+  does not recompose Hangul jamo, which SentencePiece's does), lower-casing when the tokenizer
+  lower-cases, then
   SentencePiece's own normalization (its precompiled character map) and runs of spaces collapsed;
 * pre-tokenizer / decoder: Metaspace (``▁`` word marker, prefixed as SentencePiece's dummy prefix);
 * post-processor: ``[CLS] A [SEP]`` / ``[CLS] A [SEP] B [SEP]``, token types 0 for A and 1 for B;

@@ -51,8 +51,8 @@ def error_line(args: list[str], cwd) -> str:
 
 def finetune(config: str, tmp_path, *flags) -> str:
     work = tmp_path / "run"
-    line = error_line(["finetune", "--config", os.path.join(FT, config), "--workdir", str(work),
-                       *flags], tmp_path)  # fmt: skip
+    line = error_line(["albert_jax.finetune", "--config", os.path.join(FT, config),
+                       "--workdir", str(work), *flags], tmp_path)  # fmt: skip
     assert not work.exists()  # validated before the workdir is made
     return line
 
@@ -101,7 +101,7 @@ def test_typo_in_a_users_path_keeps_every_file_and_names_the_missing_one(tmp_pat
 
 
 def test_a_dataset_is_built_only_where_its_config_puts_it(tmp_path, monkeypatch):
-    from configs.finetune import ner
+    from albert_jax.configs.finetune import ner
 
     monkeypatch.chdir(tmp_path)
     config = ner.get_config()
@@ -127,7 +127,7 @@ def test_prepare_replaces_only_a_directory_it_wrote(tmp_path):
     before = hashes(mine)
     with pytest.raises(D.DataError, match=r"mine exists and holds files .*\(train.conll\)"):
         datasets.prepare("ner", mine)  # refused before the build (no corpus read)
-    line = error_line(["finetune.prepare", "ner", "--out", str(mine)], tmp_path)
+    line = error_line(["albert_jax.finetune.prepare", "ner", "--out", str(mine)], tmp_path)
     assert "finetune.prepare did not write (train.conll)" in line
     assert hashes(mine) == before and sorted(os.listdir(tmp_path)) == ["mine"]
     # Ours: marked (and only what the marker lists), or an older unmarked build, or empty.
@@ -217,8 +217,8 @@ def test_bad_settings(tmp_path, tsv, flag, message):
 @pytest.mark.slow
 def test_pretraining_workdir_that_is_a_file(tmp_path):
     (tmp_path / "run").write_text("my notes\n")
-    line = error_line(["pretrain", "--config", CPU_SMALL, "--workdir", str(tmp_path / "run")],
-                      tmp_path)  # fmt: skip
+    line = error_line(["albert_jax.pretrain", "--config", CPU_SMALL, "--workdir",
+                       str(tmp_path / "run")], tmp_path)  # fmt: skip
     assert line == f"error: --workdir {tmp_path}/run is a file, not a directory"
     assert (tmp_path / "run").read_text() == "my notes\n"
 
@@ -255,7 +255,8 @@ def test_a_missing_required_flag_is_one_line_and_exit_status_2(tmp_path):
 def test_a_read_only_workdir_is_one_line(tmp_path):
     work = tmp_path / "run"
     work.mkdir(mode=0o555)
-    line = error_line(["pretrain", "--config", CPU_SMALL, "--workdir", str(work)], tmp_path)
+    args = ["albert_jax.pretrain", "--config", CPU_SMALL, "--workdir", str(work)]
+    line = error_line(args, tmp_path)
     assert line == f"error: {work}/.lock: Permission denied"
     assert os.listdir(work) == []
 
@@ -344,7 +345,7 @@ def test_predict_refuses_its_input_as_output_a_missing_input_and_batch_size_0(tm
 # ---- 8. optimizer settings: refused first thing, before any corpus is built -------------------
 @pytest.mark.slow
 def test_pretraining_refuses_optimizer_nonsense_before_the_corpus(tmp_path):
-    base = ["pretrain", "--config", CPU_SMALL, "--workdir", str(tmp_path / "run")]
+    base = ["albert_jax.pretrain", "--config", CPU_SMALL, "--workdir", str(tmp_path / "run")]
     line = error_line([*base, "--config.optim.warmup_steps=5000"], tmp_path)
     assert line.startswith("error: optim.warmup_steps (5000) must be at most the schedule's")
     line = error_line([*base, "--config.optim.learning_rate=-1"], tmp_path)
@@ -355,7 +356,7 @@ def test_pretraining_refuses_optimizer_nonsense_before_the_corpus(tmp_path):
 @pytest.mark.slow
 def test_pretraining_refuses_sequences_longer_than_the_position_table_before_the_corpus(tmp_path):
     work = tmp_path / "run"
-    args = ["pretrain", "--config", CPU_SMALL, "--workdir", str(work),
+    args = ["albert_jax.pretrain", "--config", CPU_SMALL, "--workdir", str(work),
             "--config.data.max_seq_length=256", "--config.execution.dtype=bfloat16",
             "--config.total_steps=20"]  # fmt: skip
     proc = subprocess.run([sys.executable, "-m", *args], cwd=tmp_path, capture_output=True,
@@ -372,7 +373,7 @@ def test_pretraining_refuses_sequences_longer_than_the_position_table_before_the
 
 
 def test_a_short_run_warms_up_over_all_its_steps_unless_the_warmup_is_given(capsys):
-    from configs.pretrain.cpu_small import get_config
+    from albert_jax.configs.pretrain.cpu_small import get_config
 
     config = get_config()
     config.total_steps = 20
@@ -494,7 +495,7 @@ def test_convert_and_finetune_name_a_broken_spiece_model(broken_spiece, tsv, tmp
 def test_a_prepared_dataset_is_never_built_again(tmp_path, monkeypatch):
     """A near-miss of its file name (train.conl) in the dataset's own place: the dataset there
     (dev.conll edited by hand) stays as it is, and the missing file is named."""
-    from configs.finetune import ner
+    from albert_jax.configs.finetune import ner
 
     home = tmp_path / "data" / "finetune" / "ner"
     home.mkdir(parents=True)
@@ -521,7 +522,7 @@ def test_a_prepared_dataset_is_never_built_again(tmp_path, monkeypatch):
 
 
 def tsv_config(**settings):
-    from configs.finetune import tsv
+    from albert_jax.configs.finetune import tsv
 
     config = tsv.get_config()
     config.update(settings)

@@ -27,7 +27,16 @@ def test_pretraining_with_workdir_and_corpus_in_a_bucket(bucket, texts):
     the Python API reads the model back from the bucket."""
     store, cwd = bucket
     shutil.copytree(texts / "texts", store / "b" / "texts")
-    args = [FAKE, str(store), "-m", "pretrain", "--config", CPU_SMALL, "--workdir", "gs://b/run"]
+    args = [
+        FAKE,
+        str(store),
+        "-m",
+        "albert_jax.pretrain",
+        "--config",
+        CPU_SMALL,
+        "--workdir",
+        "gs://b/run",
+    ]
     args += ["--config.data.input_files=gs://b/texts", "--config.data.vocab_size=3000", *SHORT]
     out = run(args, cwd=cwd).stdout
     assert json.loads(out.strip().splitlines()[-1])["model"] == "gs://b/run/model"
@@ -58,7 +67,7 @@ def test_finetuning_from_and_into_a_bucket(bucket, pretrained, files):
     store, cwd = bucket
     shutil.copytree(pretrained, store / "b" / "model")
     shutil.copytree(files, store / "b" / "data")
-    cmd = [FAKE, str(store), "-m", "finetune", "--config", f"{ROOT}/configs/finetune/tsv.py",
+    cmd = [FAKE, str(store), "-m", "albert_jax.finetune", "--config", "finetune/tsv.py",
            "--workdir", "gs://b/ft", "--config.init=gs://b/model", "--config.unshare=all",
            "--config.task.train=gs://b/data/cls_train.jsonl",
            "--config.task.dev=gs://b/data/cls_dev.jsonl", "--config.task.max_seq_length=16",
@@ -72,7 +81,7 @@ def test_finetuning_from_and_into_a_bucket(bucket, pretrained, files):
     assert (ft / "predictions" / "dev.jsonl").exists() and (ft / "summary.json").exists()
     predict = [
         "-m",
-        "finetune.predict",
+        "albert_jax.finetune.predict",
         "--checkpoint",
         "gs://b/ft/best",
         "--output",

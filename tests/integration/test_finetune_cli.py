@@ -13,8 +13,8 @@ from support import ROOT, choice
 from support.finetune import read_jsonl, write_run
 
 from albert_jax.checkpoints import checkpoint
+from albert_jax.finetune import compare
 from albert_jax.jobs import run as runs
-from finetune import compare
 
 
 def test_cli_unshared_from_shared_checkpoint_then_python_api(pretrained, files, tmp_path):

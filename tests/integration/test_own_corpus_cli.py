@@ -15,8 +15,8 @@ import pytest
 from support.corpus import CPU_SMALL, SHORT, SP_FIXTURE, one_sentence_corpus, run
 
 from albert_jax.checkpoints import checkpoint
+from albert_jax.configs.pretrain import common
 from albert_jax.data.pretraining import corpus, pipeline
-from configs.pretrain import common
 
 
 def test_one_corpus_from_several_formats_with_a_character_vocabulary(texts, tmp_path):
@@ -40,7 +40,7 @@ def test_one_corpus_from_several_formats_with_a_character_vocabulary(texts, tmp_
     d.tokenizer_type = "char"
     assert pipeline.resolve_paths(d, workdir="/elsewhere").corpus_name != unigram
     work = tmp_path / "run"
-    args = ["-m", "pretrain", "--config", CPU_SMALL, "--workdir", str(work), *SHORT]
+    args = ["-m", "albert_jax.pretrain", "--config", CPU_SMALL, "--workdir", str(work), *SHORT]
     args += ["--config.data.input_files=texts/a.txt,jsonl:docs.jsonl"]
     args += ["--config.data.input_format=text", "--config.data.tokenizer_type=char"]
     run([*args, "--config.data.vocab_size=3000", "--config.data.hard_vocab_limit=False"], texts)
@@ -64,7 +64,7 @@ def test_one_corpus_from_several_formats_with_a_character_vocabulary(texts, tmp_
 def test_text_directory_pretrains_from_the_command_line(texts, tmp_path):
     """README: pretraining on your own files in one command, then the Python API on the output."""
     work = tmp_path / "run"
-    args = ["-m", "pretrain", "--config", CPU_SMALL, "--workdir", str(work)]
+    args = ["-m", "albert_jax.pretrain", "--config", CPU_SMALL, "--workdir", str(work)]
     args += ["--config.data.input_files=texts", "--config.data.input_format=text"]
     proc = run([*args, "--config.data.vocab_size=3000", *SHORT], cwd=texts)
     assert "WARNING" not in proc.stderr  # TFDS's notes (also from grain's workers): train.log
@@ -92,7 +92,7 @@ def test_text_directory_pretrains_from_the_command_line(texts, tmp_path):
 @pytest.mark.slow  # the default suite's time; CI runs it
 def test_jsonl_with_a_tokenizer_model_one_epoch_streamed_and_pretrained(texts, tmp_path):
     tok_dir = tmp_path / "tok"
-    out = run(["-m", "pretrain.tokenizer", "--input", "docs.jsonl", "--format", "jsonl",
+    out = run(["-m", "albert_jax.pretrain.tokenizer", "--input", "docs.jsonl", "--format", "jsonl",
                "--vocab_size", "3000", "--out", str(tok_dir)], cwd=texts).stdout  # fmt: skip
     assert json.loads(out.splitlines()[-1])["input"]["documents"] == 120
     flags = [
@@ -101,13 +101,13 @@ def test_jsonl_with_a_tokenizer_model_one_epoch_streamed_and_pretrained(texts, t
         f"--config.data.tokenizer_model={tok_dir / 'spiece.model'}",
         "--config.data.vocab_size=3000", "--config.data.lower_case=False",
     ]  # fmt: skip
-    out = run(["-m", "pretrain.prepare_data", *flags], cwd=texts).stdout
+    out = run(["-m", "albert_jax.pretrain.prepare_data", *flags], cwd=texts).stdout
     summary = json.loads(out.splitlines()[-1])
     assert summary["documents"] == 120 and not summary["tokenizer_trained"]
     copied = json.loads((tmp_path / "w" / "data" / "tokenizer" / "tokenizer.json").read_text())
     assert copied["source"] == str(tok_dir / "spiece.model") and copied["lower_case"] is False
     jsonl = tmp_path / "epoch.jsonl"
-    out = run(["-m", "pretrain.inspect_data", *flags, "--config.train_split=train",
+    out = run(["-m", "albert_jax.pretrain.inspect_data", *flags, "--config.train_split=train",
                "--jsonl", str(jsonl), "--epochs", "1"], cwd=texts).stdout  # fmt: skip
     wrote = json.loads(out.splitlines()[-1])["wrote"]
     lines = jsonl.read_text().splitlines()
@@ -115,7 +115,7 @@ def test_jsonl_with_a_tokenizer_model_one_epoch_streamed_and_pretrained(texts, t
     first = json.loads(lines[0])
     assert first["input_ids"][0] == 2 and first["input_ids"].count(3) >= 2  # [CLS], [SEP]s
     # ... and a short pretraining run on the corpus prepared above (not built again).
-    out = run(["-m", "pretrain", *flags, *SHORT], cwd=texts).stdout
+    out = run(["-m", "albert_jax.pretrain", *flags, *SHORT], cwd=texts).stdout
     data = json.loads(next(line for line in out.splitlines() if line.startswith('{"data"')))
     assert not data["data"]["built_now"] and (tmp_path / "w" / "model" / "config.json").exists()
 
@@ -123,7 +123,7 @@ def test_jsonl_with_a_tokenizer_model_one_epoch_streamed_and_pretrained(texts, t
 def test_vocab_limit_is_one_line_with_the_largest_size(texts, tmp_path):
     small = tmp_path / "small.txt"
     small.write_text("the cat sat on the mat.\nthe dog sat on the log.\n" * 20)
-    args = ["-m", "pretrain.tokenizer", "--input", str(small), "--vocab_size", "8000"]
+    args = ["-m", "albert_jax.pretrain.tokenizer", "--input", str(small), "--vocab_size", "8000"]
     proc = run([*args, "--out", str(tmp_path / "t1")], cwd=tmp_path, check=False)
     assert proc.returncode == 2
     last = proc.stderr.strip().splitlines()[-1]
@@ -147,7 +147,7 @@ def test_continued_pretraining_starts_from_the_checkpoint(texts, tmp_path):
     src = str(tmp_path / "start")
     checkpoint.save(src, config, params, tokenizer=load_tokenizer(os.path.dirname(SP_FIXTURE)))
     work = tmp_path / "run"
-    out = run(["-m", "pretrain", "--config", CPU_SMALL, "--workdir", str(work),
+    out = run(["-m", "albert_jax.pretrain", "--config", CPU_SMALL, "--workdir", str(work),
                f"--config.init={src}", "--config.data.input_files=texts",
                "--config.data.input_format=text", "--config.optim.learning_rate=0.0",
                *SHORT], cwd=texts).stdout  # fmt: skip
@@ -173,12 +173,12 @@ def test_degenerate_pairs_warning_from_prepare_inspect_and_pretrain(documents, t
         "--config.data.input_files=one.txt", "--config.data.input_format=text",
         f"--config.data.tokenizer_model={SP_FIXTURE}", "--config.data.vocab_size=120",
     ]  # fmt: skip
-    inspect = ["-m", "pretrain.inspect_data", *flags, "--n", "1", "--stats_n", "100"]
+    inspect = ["-m", "albert_jax.pretrain.inspect_data", *flags, "--n", "1", "--stats_n", "100"]
 
     def warnings(proc):
         return [x for x in proc.stderr.splitlines() if "degenerate sentence pairs" in x]
 
-    prepared = run(["-m", "pretrain.prepare_data", *flags], cwd=tmp_path)
+    prepared = run(["-m", "albert_jax.pretrain.prepare_data", *flags], cwd=tmp_path)
     assert json.loads(prepared.stdout.splitlines()[-1])["documents"] == 120  # stdout stays JSON
     (line,) = warnings(prepared)
     assert line.startswith("warning: ") and "120 of 120 sampled documents are one sentence" in line
@@ -186,5 +186,5 @@ def test_degenerate_pairs_warning_from_prepare_inspect_and_pretrain(documents, t
     assert "label-1 rate 1.00, random-document B in 100% of pairs, 120 of 120" in line
     assert line.endswith("use --config.data.single_segment=split")
     assert warnings(run([*inspect, "--config.data.single_segment=split"], cwd=tmp_path)) == []
-    (line,) = warnings(run(["-m", "pretrain", *flags, *SHORT], cwd=tmp_path))
+    (line,) = warnings(run(["-m", "albert_jax.pretrain", *flags, *SHORT], cwd=tmp_path))
     assert "use --config.data.single_segment=split" in line

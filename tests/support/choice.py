@@ -3,8 +3,8 @@
 
 from helpers import quick_finetune
 
+from albert_jax.configs.finetune.common import get_common
 from albert_jax.tasks.choice import LETTERS
-from configs.finetune.common import get_common
 from support.finetune import WORDS
 
 N_DEV = 7  # not a multiple of the evaluation batch (8): the last batch is padded

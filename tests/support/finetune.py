@@ -8,7 +8,7 @@ import os
 from flax import traverse_util
 
 from albert_jax import AlbertConfig
-from configs.finetune.common import get_common
+from albert_jax.configs.finetune.common import get_common
 from support import ROOT
 
 TOKENIZER = os.path.join(ROOT, "tests", "fixtures", "tokenizer_sp")

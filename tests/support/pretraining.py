@@ -18,7 +18,7 @@ STEPS = 4  # checkpoints at 2 and 4
 CONFIG = """
 import ml_collections
 
-from configs.pretrain.cpu_small import get_config as cpu_small
+from albert_jax.configs.pretrain.cpu_small import get_config as cpu_small
 
 
 def get_config(arg=None):
