@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import random_params
 from support.finetune import N_DEV, TOKENIZER, make_config, read_jsonl, tiny_config, write_jsonl
 
 from albert_jax.checkpoints import checkpoint
@@ -18,7 +19,6 @@ from albert_jax.model.config import Execution
 from albert_jax.model.heads import build_model
 from albert_jax.tasks import finetuning as F
 from albert_jax.text.tokenization import load_tokenizer
-from tests.helpers import random_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

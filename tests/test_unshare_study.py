@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from helpers import random_params, tiny_batch, tiny_config
 from scipy import stats
 from support.finetune import make_config
 from support.sweeps import MODEL_CONFIG, STUDY, table, write_json
@@ -37,7 +38,6 @@ from albert_jax.model import sharing
 from albert_jax.model.losses import mlm_loss
 from albert_jax.scoring.metrics import detectable_effect, min_detectable_difference, welch_t
 from albert_jax.tasks import finetuning as F
-from tests.helpers import random_params, tiny_batch, tiny_config
 
 # ---------------------------------------------------------------- layer drift
 
