@@ -100,7 +100,7 @@ def finetune_overrides(args, ckpt: str, data_dir: str) -> dict:
         "seed": args.seed,
         "optim.learning_rate": args.lr,
         "optim.bias_correction": True,
-        "optim.lr_multipliers": "",
+        "optim.lr_multipliers": f"^classifier/={args.head_lr}" if args.head_lr != 1 else "",
         "model.classifier_dropout": 0.1,
         "evals.dev.every": args.eval_every,
         "evals.dev.sample": args.dev_sample,
@@ -140,8 +140,8 @@ def build_model(args, work: str) -> tuple[str, str, dict]:
     """Tokenizer, random-init model with the task's head: (our checkpoint, HF export, notes)."""
     from albert_jax.experiments import datasets
 
-    if not os.path.exists(os.path.join(args.data, "train.jsonl")):
-        datasets.prepare(args.task, args.data)
+    if not os.path.exists(os.path.join(args.data, "train.jsonl")):  # a dataset of one's own
+        datasets.prepare(args.task, args.data)  # has {train,dev,test}.jsonl
     tok_dir = os.path.join(work, "tokenizer")
     if not os.path.exists(os.path.join(tok_dir, "spiece.model")):
         with open(os.path.join(args.data, "train.jsonl"), encoding="utf-8") as f:
@@ -255,6 +255,7 @@ def run_ours(args, ckpt: str, work: str) -> dict:
 def run_peer(args, hf: str, inputs: str, work: str) -> dict:
     script = os.path.join(ROOT, "benchmarks", "peer_training_torch.py")
     cmd = [args.peer_python, script, "--model", hf, "--inputs", inputs, "--lr", str(args.lr)]
+    cmd += ["--head-lr-multiplier", str(args.head_lr)]
     cmd += ["--eval-every", str(args.eval_every), "--eval-batch", str(args.eval_batch)]
     cmd += ["--threads", str(args.threads), "--seed", str(args.seed)]
     cmd += ["--out", os.path.join(work, "peer.json"), "--launched"]
@@ -316,6 +317,21 @@ def summarize(sides: dict, majority: float) -> dict:
     out["peer_train_s_to_target_over_ours"] = round(
         out["peer"]["train_s"] / max(out["ours"]["train_s"], 1e-9), 3
     )
+    # The whole curve, not its noisy peak alone: the first evaluation at or above each tenth of
+    # accuracy between the majority class and the target, per side.
+    out["milestones"] = []
+    for level in np.arange(np.ceil(majority * 10 + 1e-9) / 10, target, 0.1):
+        rows = {name: time_to_target(side["evals"], level) for name, side in sides.items()}
+        out["milestones"].append(
+            {
+                "accuracy": round(float(level), 2),
+                **{f"{name}_step": r["step"] for name, r in rows.items()},
+                **{f"{name}_train_s": r["train_s"] for name, r in rows.items()},
+                "peer_train_s_over_ours": round(
+                    rows["peer"]["train_s"] / rows["ours"]["train_s"], 3
+                ),
+            }
+        )
     return out
 
 
@@ -329,6 +345,7 @@ def main():
     parser.add_argument("--eval-batch", type=int, default=64)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--head-lr", type=float, default=1.0, help="the classifier's rate x")
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--dev-sample", type=int, default=256)
     parser.add_argument("--vocab-size", type=int, default=6000, help="at most (char pieces)")
@@ -336,7 +353,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     parser.add_argument("--task", default="headlines", help="a `finetune.prepare` dataset")
     parser.add_argument("--config", default=None, help="default: configs/finetune/suite.py:TASK")
-    parser.add_argument("--data", default=None, help="default: data/finetune/TASK")
+    parser.add_argument("--data", default=None, help="default: data/finetune/TASK (prepared)")
     parser.add_argument("--workdir", default="runs/peer_training")
     parser.add_argument("--peer-python", default="python3", help="transformers 5 + torch python")
     parser.add_argument("--order", default="ours,peer", help="which side runs first")
@@ -368,7 +385,7 @@ def main():
         print(json.dumps({side: sides[side]}), file=sys.stderr, flush=True)
     result = {
         "benchmark": "peer_training",
-        "task": args.task,
+        "task": os.path.basename(args.data),  # the dataset's directory (data/finetune/TASK)
         "config": args.config,
         "model": {
             "shape": f"albert-{args.size}" + (f", {args.layers} layers" if args.layers else ""),
@@ -381,6 +398,7 @@ def main():
         "batch": args.batch,
         "seq": args.seq,
         "learning_rate": args.lr,
+        "head_learning_rate_multiplier": args.head_lr,
         "warmup_steps": round(0.1 * args.steps),
         "eval_every": args.eval_every,
         "optimizer": "AdamW with bias correction, b1 0.9, b2 0.999, eps 1e-6, weight decay 0.01 "

@@ -40,6 +40,7 @@ def main():
     parser.add_argument("--eval-every", type=int, required=True)
     parser.add_argument("--eval-batch", type=int, default=64)
     parser.add_argument("--warmup-fraction", type=float, default=0.1)
+    parser.add_argument("--head-lr-multiplier", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--launched", type=float, default=None)
@@ -70,10 +71,22 @@ def main():
         check = model(**{k: v[:8] for k, v in dev.items()}).logits.numpy()
     parity = float(np.max(np.abs(check - data["check_logits"])))
 
-    decay = [p for n, p in model.named_parameters() if not NO_DECAY.search(n)]
-    no_decay = [p for n, p in model.named_parameters() if NO_DECAY.search(n)]
+    # four groups: weight decay or not (LayerNorm, biases) x the fresh head or the encoder (its
+    # rate x --head-lr-multiplier, as ours `optim.lr_multipliers='^classifier/=M'`)
+    groups = {}
+    for n, p in model.named_parameters():
+        head = n.startswith("classifier.")
+        key = (head, not NO_DECAY.search(n))
+        groups.setdefault(key, []).append(p)
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+        [
+            {
+                "params": params,
+                "weight_decay": 0.01 if decay else 0.0,
+                "lr": args.lr * (args.head_lr_multiplier if head else 1.0),
+            }
+            for (head, decay), params in groups.items()
+        ],
         lr=args.lr,
         betas=(0.9, 0.999),
         eps=1e-6,

@@ -224,3 +224,39 @@ def test_stacked_layers_variants_compute_the_same_gradient():
             assert float(jnp.abs(g[n]).max()) > 0, (name, n)
             err = float(jnp.abs(g[n] - grads["separate"][n]).max())
             assert err <= 1e-5 * float(jnp.abs(grads["separate"][n]).max()), (name, n, err)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not os.environ.get("ALBERT_JAX_REF5_PYTHON"),
+    reason="the peer's python (transformers 5 + torch): ALBERT_JAX_REF5_PYTHON, as CI sets it",
+)
+def test_peer_training_runs_both_sides_from_one_start(tmp_path):
+    """peer_training.py on a tiny model and dataset: both sides start from the same weights
+    (the peer's logits equal ours), train the same steps and score the same dev sample at the
+    same steps; the comparison takes the lower best accuracy as the target."""
+    data = tmp_path / "data"
+    data.mkdir()
+    words = {"pos": "好 棒 喜欢 满意", "neg": "差 坏 讨厌 失望"}
+    for split, n in (("train", 64), ("dev", 32), ("test", 8)):
+        with open(data / f"{split}.jsonl", "w", encoding="utf-8") as f:
+            for i in range(n):
+                label = ("pos", "neg")[i % 2]
+                text = f"这个{words[label].split()[i % 4]}的东西{i}"
+                f.write(json.dumps({"text": text, "label": label}, ensure_ascii=False) + "\n")
+    out = tmp_path / "peer.json"
+    cmd = [sys.executable, os.path.join(REPO, "benchmarks", "peer_training.py"), "--size", "tiny",
+           "--config", "configs/finetune/sentiment.py", "--data", str(data), "--steps", "4",
+           "--eval-every", "2", "--dev-sample", "16", "--batch", "8", "--seq", "16",
+           "--vocab-size", "60", "--head-lr", "10", "--workdir", str(tmp_path / "work"),
+           "--peer-python", os.environ["ALBERT_JAX_REF5_PYTHON"], "--out", str(out)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["peer"]["parity_max_abs_logit_diff"] < 1e-4
+    for side in ("ours", "peer"):
+        assert [e["step"] for e in result[side]["evals"]] == [2, 4]
+        assert result[side]["examples_per_s"] > 0
+    compare = result["comparison"]
+    assert compare["target_accuracy"] == min(compare["best_accuracy"].values())
+    assert result["data"] == {**result["data"], "dev_sample": 16, "train_examples": 64}
