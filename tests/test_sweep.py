@@ -113,7 +113,7 @@ def test_prepared_datasets_are_built_and_read_in_the_sweep_directory(tmp_path):
     reads it there; a task whose training file the sweep names gets neither."""
     work = str(tmp_path)
     sweep = grid_sweep(finetune={"task.dev": "/mine/dev.txt"})
-    prep = [s for s in prepare_steps(sweep, work) if "finetune.prepare" in s.command]
+    prep = [s for s in prepare_steps(sweep, work) if "albert_jax.finetune.prepare" in s.command]
     data = {t: os.path.join(work, "data", "finetune", t) for t in ("sentiment", "ner")}
     assert [s.command[-3:] for s in prep] == [[t, "--out", d] for t, d in data.items()]
     for s, (t, d) in zip(prep, data.items(), strict=True):
@@ -128,7 +128,7 @@ def test_prepared_datasets_are_built_and_read_in_the_sweep_directory(tmp_path):
             want.append("--config.task.dev=/mine/dev.txt")  # the sweep's own, once
             assert [a for a in s.command if a.startswith("--config.task.")] == want
     own = grid_sweep(finetune={"task.train": "/mine/train.txt"})
-    assert not [s for s in prepare_steps(own, work) if "finetune.prepare" in s.command]
+    assert not [s for s in prepare_steps(own, work) if "albert_jax.finetune.prepare" in s.command]
     commands = [" ".join(s.command) for g in groups(own) for s in steps(own, g, work)]
     assert not any(os.path.join(work, "data", "finetune") in c for c in commands)
 
