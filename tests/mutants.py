@@ -306,6 +306,14 @@ MUTANTS = [
         ("tests/test_glue.py::test_binary_f1_is_the_positive_class_and_matthews_sklearns",),
     ),
     Mutant(
+        "shipped-config-shadows-own-file",
+        "albert_jax/paths.py",
+        "if not path or os.path.exists(path) or is_uri(path):",
+        "if not path or is_uri(path):",
+        "a shipped config of the same name replaces the user's own config file",
+        ("tests/test_packaging.py::test_config_of_ones_own_wins_and_unknown_is_left_as_typed",),
+    ),
+    Mutant(
         "kept-cell-any-pretraining",
         "albert_jax/experiments/sweep.py",
         'if json.load(f).get("fingerprint") != self.fingerprint():',
